@@ -1,0 +1,429 @@
+"""Task order, over-sampling settlement, carry-over and resume of the task scheduler."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from miles_verifiers.scheduling import (
+    STATE_FILE_NAME,
+    Cursor,
+    DispatchBudgetError,
+    Outcome,
+    SchedulerState,
+    SchedulerStateMismatchError,
+    SchedulingError,
+    TaskOrder,
+    cursor_after,
+    default_dispatch_budget,
+    dumps_state,
+    finish_rollout,
+    loads_state,
+    read_state,
+    settle,
+    start_rollout,
+    tasks_to_dispatch,
+    write_state,
+)
+
+K, D, P = Outcome.KEPT, Outcome.DROPPED, Outcome.PENDING
+
+# -- epoch order ---------------------------------------------------------------------------------
+
+
+def test_without_shuffle_every_epoch_is_load_order():
+    order = TaskOrder(4, seed=1, shuffle=False)
+    assert [order.task_index(o) for o in range(10)] == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+
+
+@given(num_tasks=st.integers(1, 40), seed=st.integers(0, 2**31), epoch=st.integers(0, 50))
+def test_each_shuffled_epoch_is_a_permutation_of_the_taskset(num_tasks, seed, epoch):
+    order = TaskOrder(num_tasks, seed=seed, shuffle=True)
+    assert sorted(order.epoch_order(epoch)) == list(range(num_tasks))
+
+
+def test_shuffled_epochs_differ_from_each_other():
+    order = TaskOrder(20, seed=42, shuffle=True)
+    assert len({order.epoch_order(e) for e in range(5)}) == 5
+
+
+def test_shuffle_depends_on_the_seed():
+    assert TaskOrder(20, seed=1, shuffle=True).epoch_order(0) != TaskOrder(
+        20, seed=2, shuffle=True
+    ).epoch_order(0)
+
+
+def test_shuffle_is_reproducible_across_instances():
+    assert TaskOrder(50, seed=7, shuffle=True).epoch_order(3) == TaskOrder(
+        50, seed=7, shuffle=True
+    ).epoch_order(3)
+
+
+def test_shuffle_is_the_same_in_a_process_with_another_hash_seed():
+    code = (
+        "from miles_verifiers.scheduling import TaskOrder;"
+        "print(list(TaskOrder(30, 42, True).epoch_order(3)))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(out.stdout) == list(TaskOrder(30, 42, True).epoch_order(3))
+
+
+def test_shuffle_derivation_is_pinned_so_saved_runs_resume_across_versions():
+    assert TaskOrder(8, seed=42, shuffle=True).epoch_order(0) == (4, 3, 2, 6, 7, 1, 0, 5)
+
+
+def test_offsets_map_into_their_epoch():
+    order = TaskOrder(5, seed=3, shuffle=True)
+    assert [order.task_index(o) for o in range(5, 10)] == list(order.epoch_order(1))
+
+
+def test_empty_taskset_cannot_be_ordered():
+    with pytest.raises(SchedulingError):
+        TaskOrder(0)
+
+
+# -- cursor --------------------------------------------------------------------------------------
+
+
+def test_take_serves_carry_over_first_then_fresh_offsets():
+    offsets, rest = Cursor(position=10, carry_over=(4, 7)).take(4)
+    assert offsets == [4, 7, 10, 11]
+    assert rest == Cursor(position=12, carry_over=())
+
+
+def test_take_fewer_than_the_carry_over_leaves_the_rest_queued():
+    offsets, rest = Cursor(position=10, carry_over=(4, 7, 8)).take(2)
+    assert offsets == [4, 7]
+    assert rest == Cursor(position=10, carry_over=(8,))
+
+
+# -- settlement ----------------------------------------------------------------------------------
+
+
+def test_settle_waits_while_an_earlier_group_is_pending():
+    assert settle([0, 1, 2], {0: K, 1: P, 2: K}, target=2) is None
+
+
+def test_settle_accepts_the_first_kept_groups_in_task_order_even_if_later_ones_finished_first():
+    result = settle([0, 1, 2, 3], {0: K, 1: D, 2: K, 3: K}, target=2)
+    assert result.accepted == (0, 2)
+    assert result.dropped == (1,)
+    assert result.carry_over == (3,)
+
+
+def test_settle_carries_over_every_group_after_the_cut_whatever_its_state():
+    result = settle([0, 1, 2, 3, 4], {0: K, 1: K, 2: D, 3: K}, target=2)
+    assert result.carry_over == (2, 3, 4)
+
+
+def test_settle_waits_until_enough_groups_are_kept():
+    assert settle([0, 1], {0: K, 1: D}, target=2) is None
+
+
+def test_first_dispatch_is_the_over_sampling_batch():
+    assert tasks_to_dispatch([], {}, target=4, over_sampling_batch_size=6) == 6
+
+
+def test_top_up_replaces_exactly_the_dropped_groups():
+    assert (
+        tasks_to_dispatch([0, 1, 2, 3], {0: D, 1: K, 3: D}, target=4, over_sampling_batch_size=4)
+        == 2
+    )
+
+
+def test_no_top_up_while_kept_and_running_groups_cover_the_target():
+    assert tasks_to_dispatch([0, 1, 2], {0: K}, target=3, over_sampling_batch_size=3) == 0
+
+
+def test_dispatch_budget_stops_endless_resampling():
+    dispatched = list(range(16))
+    outcomes = {o: D for o in dispatched}
+    with pytest.raises(DispatchBudgetError, match="16 task groups") as caught:
+        tasks_to_dispatch(
+            dispatched, outcomes, target=4, over_sampling_batch_size=4, max_dispatched=16
+        )
+    assert "zero-std" in str(caught.value)
+
+
+def test_default_dispatch_budget_scales_with_over_sampling():
+    assert default_dispatch_budget(8) == 128
+
+
+def test_next_cursor_queues_carry_over_in_task_order():
+    settlement = settle([3, 9, 10, 11], {3: K, 9: K, 10: K}, target=2)
+    assert cursor_after(Cursor(12, (5,)), settlement) == Cursor(12, (5, 10, 11))
+
+
+# -- simulated training runs ---------------------------------------------------------------------
+
+
+@dataclass
+class RolloutResult:
+    accepted: tuple[int, ...]
+    dropped: tuple[int, ...]
+    carry_over: tuple[int, ...]
+
+
+def run_rollout(
+    state: SchedulerState,
+    rollout_id: int,
+    *,
+    target: int,
+    over: int,
+    dropped_offsets: frozenset[int],
+    timing: random.Random,
+) -> tuple[RolloutResult, SchedulerState]:
+    """One rollout as the rollout function drives it; groups finish in a random order."""
+    lookup, state = start_rollout(state, rollout_id, target)
+    cursor = lookup.cursor
+    dispatched: list[int] = []
+    outcomes: dict[int, Outcome] = {}
+    running: list[int] = []
+    for _ in range(10_000):
+        count = tasks_to_dispatch(dispatched, outcomes, target, over)
+        if count:
+            offsets, cursor = cursor.take(count)
+            dispatched += offsets
+            running += offsets
+        settlement = settle(dispatched, outcomes, target)
+        if settlement is not None:
+            break
+        finished = running.pop(timing.randrange(len(running)))
+        outcomes[finished] = D if finished in dropped_offsets else K
+    else:  # pragma: no cover - the loop above always settles for these inputs
+        raise AssertionError("rollout did not settle")
+    _, state = finish_rollout(state, rollout_id, cursor, settlement)
+    return RolloutResult(settlement.accepted, settlement.dropped, settlement.carry_over), state
+
+
+def run_training(
+    state: SchedulerState,
+    rollout_ids: range,
+    *,
+    target: int,
+    over: int,
+    dropped_offsets: frozenset[int],
+    timing_seed: int,
+    between: Callable[[SchedulerState], SchedulerState] = lambda s: s,
+) -> tuple[list[RolloutResult], SchedulerState]:
+    timing = random.Random(timing_seed)
+    results = []
+    for rollout_id in rollout_ids:
+        result, state = run_rollout(
+            state,
+            rollout_id,
+            target=target,
+            over=over,
+            dropped_offsets=dropped_offsets,
+            timing=timing,
+        )
+        results.append(result)
+        state = between(state)
+    return results, state
+
+
+run_shapes = st.fixed_dictionaries(
+    {
+        "num_tasks": st.integers(1, 9),
+        "shuffle": st.booleans(),
+        "seed": st.integers(0, 1000),
+        "target": st.integers(1, 4),
+        "extra": st.integers(0, 3),
+        "dropped_offsets": st.frozensets(st.integers(0, 80), max_size=20),
+        "rollouts": st.integers(1, 8),
+        "timing_seed": st.integers(0, 10_000),
+    }
+)
+
+
+def start_state(shape) -> SchedulerState:
+    return SchedulerState.for_order(TaskOrder(shape["num_tasks"], shape["seed"], shape["shuffle"]))
+
+
+def train(shape, state=None, rollout_ids=None, timing_seed=None, between=lambda s: s):
+    return run_training(
+        state or start_state(shape),
+        rollout_ids if rollout_ids is not None else range(shape["rollouts"]),
+        target=shape["target"],
+        over=shape["target"] + shape["extra"],
+        dropped_offsets=shape["dropped_offsets"],
+        timing_seed=shape["timing_seed"] if timing_seed is None else timing_seed,
+        between=between,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=run_shapes)
+def test_every_offset_is_trained_or_dropped_once_and_none_is_skipped(shape):
+    results, state = train(shape)
+    consumed = [o for r in results for o in r.accepted + r.dropped]
+    assert len(consumed) == len(set(consumed)), "an offset was used twice"
+    final = state.starts[shape["rollouts"]]
+    assert sorted(consumed + list(final.carry_over)) == list(range(final.position)), (
+        "an offset was skipped"
+    )
+    assert all(o not in shape["dropped_offsets"] for r in results for o in r.accepted)
+    assert all(o in shape["dropped_offsets"] for r in results for o in r.dropped)
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=run_shapes)
+def test_within_an_epoch_no_task_repeats_and_only_drops_go_untrained(shape):
+    results, state = train(shape)
+    order = state.order
+    by_epoch: dict[int, list[int]] = {}
+    for result in results:
+        for offset in result.accepted:
+            by_epoch.setdefault(order.epoch_of(offset), []).append(order.task_index(offset))
+    for epoch, tasks in by_epoch.items():
+        assert len(tasks) == len(set(tasks)), f"a task trained twice in epoch {epoch}"
+    final = state.starts[shape["rollouts"]]
+    complete_epochs = min([final.position, *final.carry_over]) // order.num_tasks
+    for epoch in range(complete_epochs):
+        offsets = range(epoch * order.num_tasks, (epoch + 1) * order.num_tasks)
+        untrained = {order.task_index(o) for o in offsets if o in shape["dropped_offsets"]}
+        assert set(by_epoch.get(epoch, [])) == set(range(order.num_tasks)) - untrained
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=run_shapes, other_timing=st.integers(0, 10_000))
+def test_which_tasks_train_does_not_depend_on_completion_timing(shape, other_timing):
+    first, _ = train(shape)
+    second, _ = train(shape, timing_seed=other_timing)
+    assert [r.accepted for r in first] == [r.accepted for r in second]
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=run_shapes, data=st.data())
+def test_resume_from_serialized_state_after_any_rollout_matches_an_uninterrupted_run(shape, data):
+    uninterrupted, _ = train(shape)
+    stop_after = data.draw(st.integers(1, shape["rollouts"]), label="stop_after")
+    before, state = train(shape, rollout_ids=range(stop_after))
+    # A fresh process: nothing survives but the JSON text.
+    restored = loads_state(dumps_state(state))
+    restored.check_matches(TaskOrder(shape["num_tasks"], shape["seed"], shape["shuffle"]))
+    after, _ = train(
+        shape, state=restored, rollout_ids=range(stop_after, shape["rollouts"]), timing_seed=99
+    )
+    assert [r.accepted for r in before + after] == [r.accepted for r in uninterrupted]
+
+
+@settings(max_examples=50, deadline=None)
+@given(shape=run_shapes, data=st.data())
+def test_resume_from_an_earlier_checkpoint_replays_the_same_rollouts(shape, data):
+    # Miles can resume from a checkpoint older than the newest saved scheduler state (it
+    # prefetches rollouts ahead of training): the saved start of that rollout id is used.
+    uninterrupted, state = train(shape)
+    resume_at = data.draw(
+        st.integers(max(0, shape["rollouts"] - 7), shape["rollouts"] - 1), label="resume_at"
+    )
+    replayed, _ = train(
+        shape,
+        state=loads_state(dumps_state(state)),
+        rollout_ids=range(resume_at, shape["rollouts"]),
+    )
+    assert [r.accepted for r in replayed] == [r.accepted for r in uninterrupted[resume_at:]]
+
+
+# -- state, fallback and persistence -----------------------------------------------------------
+
+
+def test_without_saved_state_the_cursor_falls_back_to_rollout_id_times_batch_and_says_so():
+    lookup = SchedulerState.for_order(TaskOrder(10)).cursor_for(rollout_id=3, rollout_batch_size=4)
+    assert lookup.cursor == Cursor(position=12)
+    assert lookup.is_fallback
+
+
+def test_saved_cursor_is_used_and_not_flagged():
+    state = SchedulerState.for_order(TaskOrder(10)).record(5, Cursor(21, (19,)))
+    lookup = state.cursor_for(5, 4)
+    assert lookup.cursor == Cursor(21, (19,)) and not lookup.is_fallback
+
+
+def test_recording_a_rollout_forgets_later_starts_and_keeps_a_bounded_history():
+    state = SchedulerState.for_order(TaskOrder(10))
+    for rid in range(12):
+        state = state.record(rid, Cursor(rid * 2))
+    assert sorted(state.starts) == list(range(4, 12))
+    rewound = state.record(6, Cursor(99))
+    assert sorted(rewound.starts) == [4, 5, 6]
+
+
+def test_state_round_trips_through_json():
+    state = SchedulerState(7, 3, True, {2: Cursor(9, (4, 5)), 3: Cursor(12)})
+    assert loads_state(dumps_state(state)) == state
+    assert json.loads(dumps_state(state))["format"] == 1
+
+
+@pytest.mark.parametrize(
+    ("saved", "current", "named"),
+    [
+        (TaskOrder(10, 42, True), TaskOrder(11, 42, True), "10 tasks"),
+        (TaskOrder(10, 42, True), TaskOrder(10, 7, True), "--rollout-seed"),
+        (TaskOrder(10, 42, False), TaskOrder(10, 42, True), "--rollout-shuffle"),
+    ],
+)
+def test_state_from_a_different_task_stream_is_refused(saved, current, named):
+    with pytest.raises(SchedulerStateMismatchError, match=named):
+        SchedulerState.for_order(saved).check_matches(current)
+
+
+def test_seed_change_without_shuffle_is_harmless():
+    SchedulerState.for_order(TaskOrder(10, 1, False)).check_matches(TaskOrder(10, 2, False))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[1]",
+        '{"format": 2}',
+        '{"format": 1, "num_tasks": 3}',
+        '{"format": 1, "num_tasks": 3, "seed": 1, "shuffle": false, "starts": {"x": {}}}',
+    ],
+)
+def test_unreadable_state_is_a_clear_error_naming_the_file(text):
+    with pytest.raises(SchedulingError, match=STATE_FILE_NAME):
+        loads_state(text)
+
+
+def test_write_then_read_state_under_a_directory(tmp_path):
+    state = SchedulerState(5, 1, False, {1: Cursor(4, (2,))})
+    path = write_state(tmp_path / "ckpt", state)
+    assert path == tmp_path / "ckpt" / STATE_FILE_NAME
+    assert read_state(tmp_path / "ckpt") == state
+
+
+def test_rewriting_state_replaces_it_and_leaves_no_temporary_files(tmp_path):
+    write_state(tmp_path, SchedulerState(5, 1, False, {1: Cursor(4)}))
+    newer = SchedulerState(5, 1, False, {2: Cursor(8)})
+    write_state(tmp_path, newer)
+    assert read_state(tmp_path) == newer
+    assert [p.name for p in tmp_path.iterdir()] == [STATE_FILE_NAME]
+
+
+def test_reading_a_directory_without_state_gives_none(tmp_path):
+    assert read_state(tmp_path) is None
+
+
+def test_corrupt_state_file_error_names_its_path(tmp_path):
+    (tmp_path / STATE_FILE_NAME).write_text("{")
+    with pytest.raises(SchedulingError, match=str(tmp_path)):
+        read_state(tmp_path)
