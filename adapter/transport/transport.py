@@ -1,0 +1,270 @@
+"""The HTTP shell: the object Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``.
+
+``renderers.client.generate`` (0.1.10) touches four things on it: ``base_url``,
+``get("/models", cast_to=...)``, ``post(<base>/inference/v1/generate, cast_to=httpx.Response,
+body=..., options={"headers": {"X-Session-ID": ...}})`` and, through ``TrainClient.close``,
+``close()``. Translation lives in the pure modules; this one only does I/O, retries and the
+small amount of state (session ledger, in-flight rids, the pooled client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from miles_verifiers.transport.errors import (
+    EngineAborted,
+    MalformedOutput,
+    RequestRejected,
+    error_for_output,
+    error_for_rejection,
+    error_for_status,
+    error_for_transport_failure,
+    is_retryable_status,
+    is_retryable_transport_error,
+)
+from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
+from miles_verifiers.transport.request import (
+    GenerateCall,
+    build_generate_call,
+    is_known_continuation,
+)
+from miles_verifiers.transport.response import convert_generate_output
+from miles_verifiers.transport.sessions import SessionLedger
+from miles_verifiers.transport.settings import TransportSettings, resolve_engine_url
+from miles_verifiers.transport.workers import AbortReport, abort_on_workers, list_workers
+
+__all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = "X-Session-ID"
+# Renderers posts to "<base without /v1>/inference/v1/generate" (an absolute URL).
+GENERATE_SUFFIX = "/inference/v1/generate"
+
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+def _session_id(options: Mapping[str, Any] | None) -> str | None:
+    headers = (options or {}).get("headers") or {}
+    if not isinstance(headers, Mapping):
+        return None
+    for name, value in headers.items():
+        if name.lower() == SESSION_HEADER.lower() and value:
+            return str(value)
+    return None
+
+
+class SGLangTransport:
+    """Sends Renderers' generate requests to SGLang's native ``/generate``.
+
+    Safe for many concurrent tasks on one event loop. ``http_transport`` replaces httpx's
+    network layer (tests use ``httpx.MockTransport``); ``sleep`` is the backoff wait.
+    """
+
+    def __init__(
+        self,
+        settings: TransportSettings,
+        *,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._settings = settings
+        self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
+        self._rid_numbers = itertools.count()
+        self._sessions = SessionLedger(settings.session_cache_size)
+        self._in_flight: set[str] = set()
+        self._reported_keys: set[str] = set()
+        self._http_transport = http_transport
+        self._sleep = sleep
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def settings(self) -> TransportSettings:
+        return self._settings
+
+    # --- what TrainClient / renderers use --------------------------------------------------
+
+    @property
+    def base_url(self) -> httpx.URL:
+        """``<engine>/v1``, resolved now (the router address may be set after construction)."""
+        return httpx.URL(f"{resolve_engine_url(self._settings)}/v1")
+
+    async def get(self, path: str, *, cast_to: object = None, **_: object) -> dict[str, Any]:
+        """Answer Renderers' ``GET /models`` probe from the settings (see ``probe``)."""
+        if path.strip("/") in MODELS_PATHS:
+            return models_listing(self._settings)
+        raise ValueError(f"the SGLang transport only answers GET /models, not GET {path!r}")
+
+    async def post(
+        self,
+        path: str,
+        *,
+        cast_to: object = httpx.Response,
+        body: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """One generate turn: translate, send (with retries), check and convert the answer."""
+        if stream:
+            raise ValueError("the SGLang transport does not stream; call post() with stream=False")
+        if not str(path).rstrip("/").endswith(GENERATE_SUFFIX):
+            raise ValueError(
+                f"the SGLang transport only serves POST .../inference/v1/generate, not {path!r}"
+            )
+        if cast_to is not httpx.Response:
+            raise TypeError(f"post() returns an httpx.Response; cast_to={cast_to!r} is unsupported")
+        url = f"{resolve_engine_url(self._settings)}/generate"
+        session_id = _session_id(options)
+        body = body if body is not None else {}
+        first_prompt = (
+            session_id is None or session_id not in self._sessions
+        ) and not is_known_continuation(body)
+        try:
+            call = build_generate_call(
+                body,
+                settings=self._settings,
+                rid=self._new_rid(),
+                session_id=session_id,
+                first_prompt=first_prompt,
+            )
+        except RequestRejected as exc:
+            raise error_for_rejection(exc, httpx.Request("POST", url)) from exc
+        if session_id is not None:
+            self._sessions.record(session_id)
+        self._report_ignored_keys(call)
+        response, rid = await self._send_with_retries(url, call)
+        try:
+            answer = response.json()
+        except ValueError as exc:
+            raise error_for_output(
+                MalformedOutput(f"the body is not JSON ({exc})"), response, None
+            ) from exc
+        try:
+            converted = convert_generate_output(answer, rid=rid)
+        except (EngineAborted, MalformedOutput) as exc:
+            raise error_for_output(exc, response, answer) from exc
+        return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
+
+    async def close(self) -> None:
+        """Close the pooled HTTP client; a later request opens a new one."""
+        client, loop = self._client, self._client_loop
+        self._client, self._client_loop = None, None
+        if client is None:
+            return
+        if loop is asyncio.get_running_loop():
+            await client.aclose()
+        else:
+            # Its connections belong to another (usually finished) loop and cannot be closed
+            # from this one; dropping the client lets them be collected.
+            logger.debug("dropping an SGLang HTTP client opened on another event loop")
+
+    # --- cancelling leftover work ----------------------------------------------------------
+
+    @property
+    def rid_prefix(self) -> str:
+        """Every rid this transport sends is ``f"{rid_prefix}-<n>"``."""
+        return self._rid_prefix
+
+    @property
+    def in_flight_rids(self) -> frozenset[str]:
+        return frozenset(self._in_flight)
+
+    async def list_workers(self, *, timeout_s: float = 10.0) -> tuple[str, ...]:
+        """The worker URLs behind the configured router."""
+        return await list_workers(
+            self._http(), resolve_engine_url(self._settings), timeout_s=timeout_s
+        )
+
+    async def abort(
+        self, worker_urls: Sequence[str] | None = None, *, timeout_s: float = 10.0
+    ) -> AbortReport:
+        """Abort this transport's requests on the given workers (default: the router's list).
+
+        Posts each in-flight rid exactly, plus the rid prefix. The aborted requests come back
+        from SGLang as aborts and are raised as ``EngineAbortedError`` to their callers.
+        """
+        if worker_urls is None:
+            worker_urls = await self.list_workers(timeout_s=timeout_s)
+        rids = [f"{self._rid_prefix}-", *sorted(self._in_flight)]
+        return await abort_on_workers(self._http(), worker_urls, rids, timeout_s=timeout_s)
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _new_rid(self) -> str:
+        return f"{self._rid_prefix}-{next(self._rid_numbers)}"
+
+    def _http(self) -> httpx.AsyncClient:
+        """The pooled client of the running event loop (an httpx client cannot change loops)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            if self._client is not None and not self._client.is_closed:
+                logger.debug("event loop changed; opening a new SGLang HTTP client")
+            limits = httpx.Limits(
+                max_connections=self._settings.max_connections,
+                max_keepalive_connections=self._settings.max_connections,
+            )
+            self._client = httpx.AsyncClient(
+                limits=limits,
+                timeout=self._settings.timeouts.to_httpx(),
+                transport=self._http_transport,
+            )
+            self._client_loop = loop
+        return self._client
+
+    def _report_ignored_keys(self, call: GenerateCall) -> None:
+        new = [
+            k for k in (*call.dropped_keys, *call.overridden_keys) if k not in self._reported_keys
+        ]
+        if new:
+            self._reported_keys.update(new)
+            logger.debug(
+                "not forwarding to SGLang: dropped %s, overridden by settings %s",
+                sorted(k for k in new if k in call.dropped_keys),
+                sorted(k for k in new if k in call.overridden_keys),
+            )
+
+    async def _send_with_retries(self, url: str, call: GenerateCall) -> tuple[httpx.Response, str]:
+        client = self._http()
+        delays = self._settings.retry.delays()
+        base_rid = call.payload["rid"]
+        for attempt in range(len(delays) + 1):
+            # SGLang refuses a rid it is still tracking, so every resend gets its own.
+            rid = base_rid if attempt == 0 else f"{base_rid}_{attempt}"
+            payload = {**call.payload, "rid": rid}
+            self._in_flight.add(rid)
+            try:
+                response = await client.post(url, json=payload, headers=call.headers)
+            except httpx.RequestError as exc:
+                error: Exception = error_for_transport_failure(exc, httpx.Request("POST", url))
+                retryable = is_retryable_transport_error(exc)
+                cause: BaseException = exc
+            else:
+                if response.is_success:
+                    return response, rid
+                error = error_for_status(response)
+                retryable = is_retryable_status(response.status_code)
+                cause = error
+            finally:
+                self._in_flight.discard(rid)
+            if not retryable or attempt == len(delays):
+                if cause is error:
+                    raise error
+                raise error from cause
+            logger.warning(
+                "SGLang request %s failed (%s); retry %d/%d in %.2fs",
+                rid,
+                error,
+                attempt + 1,
+                len(delays),
+                delays[attempt],
+            )
+            await self._sleep(delays[attempt])
+        raise AssertionError("unreachable: the retry loop always returns or raises")

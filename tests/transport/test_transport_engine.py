@@ -1,0 +1,263 @@
+"""Integration: real Verifiers ``TrainClient`` + real Qwen3 renderer + the transport, talking
+HTTP to the loopback SGLang engine (``miles_verifiers.fixtures.engine``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from verifiers.v1.clients.train import TrainClient
+from verifiers.v1.dialects import ChatDialect
+from verifiers.v1.errors import OverlongPromptError, ProviderError
+from verifiers.v1.types import Response, SamplingConfig
+
+from miles_verifiers.fixtures.engine import EngineConfig, FaultPlan, LatencyModel, serve_engine
+from miles_verifiers.fixtures.engine.server import RunningEngine
+from miles_verifiers.transport import SGLangTransport, TransportSettings
+
+MODEL = "Qwen/Qwen3-0.6B"
+CONTEXT_LEN = 512
+QUESTION = "What is 3 + 4?"
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """The real network layer, keeping a copy of each SGLang request payload and answer."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.exchanges: list[tuple[dict[str, Any], int, bytes]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        body = await response.aread()
+        payload = json.loads(request.content) if request.content else {}
+        self.exchanges.append((payload, response.status_code, body))
+        headers = [
+            (k, v)
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        ]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def answers(self) -> list[dict[str, Any]]:
+        return [json.loads(body) for _, status, body in self.exchanges if status == 200]
+
+
+@pytest.fixture(scope="module")
+def engine(offline_tokenizers: None) -> Iterator[RunningEngine]:
+    with serve_engine(EngineConfig(model=MODEL, context_length=CONTEXT_LEN)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def renderer_pool(offline_tokenizers: None) -> Any:
+    from renderers import create_renderer_pool
+
+    return create_renderer_pool(MODEL, None, size=1)
+
+
+@pytest.fixture
+def clean_engine(engine: RunningEngine) -> Iterator[RunningEngine]:
+    yield engine
+    engine.engine.set_faults(FaultPlan())
+    engine.engine.set_latency(LatencyModel())
+
+
+MakeClient = Callable[..., tuple[TrainClient, SGLangTransport]]
+
+
+@pytest.fixture
+def make_client(renderer_pool: Any) -> MakeClient:
+    """Real TrainClients on fresh transports, sharing one loaded renderer pool."""
+
+    def build(
+        url: str, recorder: RecordingTransport | None = None, sleep: Any = None, **overrides: Any
+    ) -> tuple[TrainClient, SGLangTransport]:
+        values: dict[str, Any] = {
+            "engine_url": url,
+            "max_response_len": 64,
+            "context_len": CONTEXT_LEN,
+            "served_model_names": (MODEL,),
+            "retry": {"max_retries": 2, "initial_backoff_s": 0.0, "max_backoff_s": 0.0},
+        }
+        values.update(overrides)
+        kwargs: dict[str, Any] = {"http_transport": recorder}
+        if sleep is not None:
+            kwargs["sleep"] = sleep
+        transport = SGLangTransport(TransportSettings(**values), **kwargs)
+        client = TrainClient(transport, renderer_model_name=MODEL)  # type: ignore[arg-type]
+        # Loading the tokenizer costs seconds per client; this is the same (real) pool
+        # TrainClient._renderer_pool would build for the model.
+        client._pool = renderer_pool
+        return client, transport
+
+    return build
+
+
+async def ask(
+    client: TrainClient, text: str = QUESTION, session: str = "a" * 32, **sampling: Any
+) -> Response:
+    config = SamplingConfig(temperature=1.0, max_tokens=64, **sampling)
+    body = {"messages": [{"role": "user", "content": text}]}
+    try:
+        return await client.get_response(ChatDialect(), body, MODEL, config, session_id=session)
+    finally:
+        await client.close()
+
+
+def test_training_sees_the_engines_exact_ids_and_logprobs(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    recorder = RecordingTransport()
+    client, _ = make_client(clean_engine.base_url, recorder)
+    response = asyncio.run(ask(client))
+
+    (answer,) = recorder.answers()
+    triples = answer["meta_info"]["output_token_logprobs"]
+    assert response.tokens is not None
+    assert response.tokens.completion_ids == [t for _, t, _ in triples] == answer["output_ids"]
+    assert response.tokens.completion_logprobs == [lp for lp, _, _ in triples]
+    assert response.tokens.prompt_ids == recorder.exchanges[0][0]["input_ids"]
+    assert response.message.content
+    assert response.finish_reason == answer["meta_info"]["finish_reason"]["type"]
+
+
+def test_the_older_sglang_contract_is_served_too(make_client: MakeClient) -> None:
+    config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, sglang_version="0.5.15")
+    with serve_engine(config) as running:
+        client, _ = make_client(running.base_url)
+        response = asyncio.run(ask(client, top_k=-1, min_tokens=1, seed=3))
+    assert response.tokens is not None and response.tokens.completion_ids
+
+
+def test_all_verifiers_sampling_extras_pass_sglangs_schema_gate(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    recorder = RecordingTransport()
+    client, _ = make_client(clean_engine.base_url, recorder)
+    asyncio.run(
+        ask(
+            client,
+            top_k=20,
+            min_tokens=1,
+            seed=11,
+            min_p=0.05,
+            repetition_penalty=1.1,
+            presence_penalty=0.1,
+            frequency_penalty=0.1,
+            reasoning_effort="low",
+            n=2,
+            stop=["\n\n\n"],
+            routed_experts_prompt_start=12,
+        )
+    )
+    ((payload, status, body),) = recorder.exchanges
+    assert status == 200, body
+    assert "routed_experts_prompt_start" not in payload["sampling_params"]
+
+
+def test_adapter_namespace_fields_pass_sglangs_schema_gate(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    recorder = RecordingTransport()
+    client, _ = make_client(
+        clean_engine.base_url, recorder, extra_key="adapter:v1", priority=1, routing="manual"
+    )
+    asyncio.run(ask(client))
+    ((payload, status, body),) = recorder.exchanges
+    assert status == 200, body
+    assert payload["extra_key"] == "adapter:v1"
+
+
+def test_an_engine_context_overflow_ends_as_overlong(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    # Without a configured context length neither the pre-flight nor the clamp can catch it,
+    # so SGLang's own 400 must be recognised.
+    client, _ = make_client(clean_engine.base_url, context_len=None)
+    long_text = " ".join(["seven"] * (CONTEXT_LEN + 20))
+    with pytest.raises(OverlongPromptError, match="context length"):
+        asyncio.run(ask(client, long_text))
+
+
+def test_the_models_probe_agrees_with_the_engine(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    _, transport = make_client(clean_engine.base_url)
+    listing = asyncio.run(transport.get("/models"))
+    engine_cards = httpx.get(f"{clean_engine.base_url}/v1/models", timeout=10).json()["data"]
+    ours = {card["id"]: card["max_model_len"] for card in listing["data"]}
+    theirs = {card["id"]: card["max_model_len"] for card in engine_cards}
+    assert ours == theirs
+
+
+def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    clean_engine.engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    client, transport = make_client(clean_engine.base_url)
+
+    async def scenario() -> tuple[BaseException | None, Any]:
+        turn = asyncio.create_task(ask(client))
+        for _ in range(500):
+            if clean_engine.engine.in_flight_rids():
+                break
+            await asyncio.sleep(0.01)
+        report = await transport.abort()
+        try:
+            await asyncio.wait_for(turn, timeout=10)
+        except ProviderError as exc:
+            return exc, report
+        return None, report
+
+    error, report = asyncio.run(scenario())
+    assert isinstance(error, ProviderError)
+    assert error.status_code == 503
+    assert "aborted" in str(error)
+    assert report.ok
+    assert clean_engine.engine.in_flight_rids() == []
+
+
+def test_persistent_5xx_is_retried_then_a_provider_error(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    clean_engine.engine.set_faults(FaultPlan(server_error=1.0, error_status=503))
+    recorder = RecordingTransport()
+    client, _ = make_client(clean_engine.base_url, recorder)
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(ask(client))
+    assert caught.value.status_code == 503
+    assert len(recorder.exchanges) == 3
+
+
+def test_a_dropped_connection_is_retried_and_recovers(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    clean_engine.engine.set_faults(FaultPlan(drop_connection=1.0))
+    backoffs: list[float] = []
+
+    async def heal_engine(seconds: float) -> None:
+        backoffs.append(seconds)
+        clean_engine.engine.set_faults(FaultPlan())
+
+    client, _ = make_client(clean_engine.base_url, sleep=heal_engine)
+    response = asyncio.run(ask(client))
+    assert response.tokens is not None and response.tokens.completion_ids
+    assert len(backoffs) == 1
+
+
+def test_a_malformed_engine_body_is_a_502_provider_error(
+    clean_engine: RunningEngine, make_client: MakeClient
+) -> None:
+    clean_engine.engine.set_faults(FaultPlan(malformed_body=1.0))
+    client, _ = make_client(clean_engine.base_url)
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(ask(client))
+    assert caught.value.status_code == 502

@@ -1,0 +1,171 @@
+"""SGLangTransport over real sockets: a tiny starlette app on 127.0.0.1 plays the engine.
+
+The app answers /generate the way SGLang does for a single request with return_logprob (a
+stand-in where no SGLang can run); it exists to exercise the real httpx network path: pooled
+connections, read timeouts and refused connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from miles_verifiers.transport import SGLangTransport, TransportSettings
+
+SLOW_PROMPT_TOKEN = 999_999
+
+
+async def generate(request: Request) -> JSONResponse:
+    payload = await request.json()
+    if payload["input_ids"][0] == SLOW_PROMPT_TOKEN:
+        await asyncio.sleep(1.0)
+    ids = [payload["input_ids"][-1] + 1, 2]
+    return JSONResponse(
+        {
+            "text": "",
+            "output_ids": ids,
+            "meta_info": {
+                "id": payload["rid"],
+                "finish_reason": {"type": "stop", "matched": 2},
+                "prompt_tokens": len(payload["input_ids"]),
+                "output_token_logprobs": [[-0.25, t, None] for t in ids],
+                "completion_tokens": len(ids),
+            },
+        }
+    )
+
+
+class LiveServer:
+    def __init__(self) -> None:
+        app = Starlette(routes=[Route("/generate", generate, methods=["POST"])])
+        self.app = app
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        for _ in range(500):
+            if self.server.started:
+                return self
+            threading.Event().wait(0.01)
+        raise RuntimeError("the test server did not start within 5 s")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LiveServer]:
+    with LiveServer() as server:
+        yield server
+
+
+def settings(url: str, **overrides: Any) -> TransportSettings:
+    values: dict[str, Any] = {"engine_url": url, "max_response_len": 16, "context_len": 1024}
+    values.update(overrides)
+    return TransportSettings(**values)
+
+
+async def post(transport: SGLangTransport, token_ids: list[int]) -> dict[str, Any]:
+    base = str(transport.base_url).removesuffix("/v1")
+    response = await transport.post(
+        f"{base}/inference/v1/generate",
+        cast_to=httpx.Response,
+        body={"token_ids": token_ids, "sampling_params": {"max_tokens": 4}},
+    )
+    return json.loads(response.content)
+
+
+def test_concurrent_turns_over_real_sockets(live: LiveServer) -> None:
+    transport = SGLangTransport(settings(live.url, max_connections=4))
+
+    async def many() -> list[dict[str, Any]]:
+        try:
+            return await asyncio.gather(*(post(transport, [n, n + 1]) for n in range(16)))
+        finally:
+            await transport.close()
+
+    results = asyncio.run(many())
+    assert [r["choices"][0]["token_ids"] for r in results] == [[n + 2, 2] for n in range(16)]
+
+
+# The first loop's pooled sockets cannot be closed once that loop is gone; they are dropped
+# and Python reports them when collected.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_transport_survives_a_change_of_event_loop(live: LiveServer) -> None:
+    # Miles may drive rollouts from more than one loop; pooled connections cannot follow.
+    transport = SGLangTransport(settings(live.url))
+    first = asyncio.run(post(transport, [1, 2]))
+    second = asyncio.run(post(transport, [3, 4]))
+    asyncio.run(transport.close())
+    assert first["choices"][0]["token_ids"] == [3, 2]
+    assert second["choices"][0]["token_ids"] == [5, 2]
+
+
+def test_a_slow_engine_hits_the_read_timeout_once(live: LiveServer) -> None:
+    sleeps: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    transport = SGLangTransport(settings(live.url, timeouts={"read_s": 0.2}), sleep=no_wait)
+
+    async def slow() -> None:
+        try:
+            await post(transport, [SLOW_PROMPT_TOKEN])
+        finally:
+            await transport.close()
+
+    with pytest.raises(openai.APITimeoutError):
+        asyncio.run(slow())
+    assert sleeps == []
+
+
+def test_a_refused_connection_is_retried_then_a_connection_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    sleeps: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    transport = SGLangTransport(
+        settings(f"http://127.0.0.1:{closed_port}", timeouts={"connect_s": 2.0}), sleep=no_wait
+    )
+
+    async def refused() -> None:
+        try:
+            await post(transport, [1, 2])
+        finally:
+            await transport.close()
+
+    with pytest.raises(openai.APIConnectionError) as caught:
+        asyncio.run(refused())
+    assert not isinstance(caught.value, openai.APITimeoutError)
+    assert sleeps == [0.5, 1.0, 2.0]
