@@ -15,6 +15,7 @@ from collections.abc import Sequence
 # and a subcommand's heavy imports (transformers, verifiers) load only when it runs.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "miles_verifiers.fixtures.tokenizers.cli",
+    "miles_verifiers.fixtures.engine.cli",
 )
 
 

@@ -1,0 +1,75 @@
+"""Fixtures for the loopback engine's contract tests.
+
+The engine loads its tokenizer by hub id from the offline cache, which needs
+``offline_environ()`` in ``os.environ`` before huggingface_hub is imported; the project's
+top-level conftest does that for the whole session, and the ``setdefault`` below does the
+same when this folder runs on its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import httpx
+import pytest
+from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+
+for _name, _value in offline_environ().items():
+    os.environ.setdefault(_name, _value)
+
+from miles_verifiers.fixtures.engine import (
+    EngineConfig,
+    LoopbackEngine,
+    ModelProfile,
+    PolicyConfig,
+    RunningEngine,
+    load_model_profile,
+    serve_engine,
+)
+
+from tests.engine.engine_support import QWEN, ServeFactory
+
+
+@pytest.fixture(scope="session")
+def offline_tokenizers() -> None:
+    build_all()
+
+
+@pytest.fixture(scope="session")
+def qwen(offline_tokenizers: None) -> ModelProfile:
+    return load_model_profile(QWEN)
+
+
+@pytest.fixture(scope="session")
+def qwen_renderer(qwen: ModelProfile) -> Any:
+    import renderers
+
+    return renderers.create_renderer(qwen.tokenizer)
+
+
+@pytest.fixture
+def serve(qwen: ModelProfile) -> ServeFactory:
+    """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields, on loopback."""
+
+    def start(**fields: Any) -> AbstractContextManager[RunningEngine]:
+        config = EngineConfig(model=QWEN, **fields)
+        return serve_engine(engine=LoopbackEngine(config, model=qwen))
+
+    return start
+
+
+@pytest.fixture(scope="module")
+def shared_engine(qwen: ModelProfile) -> Iterator[RunningEngine]:
+    """One engine for a module's stateless checks (validation, shapes); it always answers right."""
+    config = EngineConfig(model=QWEN, policy=PolicyConfig(accuracy=1.0))
+    with serve_engine(engine=LoopbackEngine(config, model=qwen)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(shared_engine: RunningEngine) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=shared_engine.base_url, timeout=30.0) as http:
+        yield http
