@@ -14,6 +14,9 @@ from collections.abc import Sequence
 # Modules that expose ``register(subparsers)``; imported lazily so that ``--help`` stays fast
 # and a subcommand's heavy imports (transformers, verifiers) load only when it runs.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "miles_verifiers.runner.rollout_command",
+    "miles_verifiers.runner.check_command",
+    "miles_verifiers.runner.demo_command",
     "miles_verifiers.fixtures.tokenizers.cli",
     "miles_verifiers.fixtures.engine.cli",
 )

@@ -10,6 +10,7 @@ rather than ``args.*`` directly; only runtime fields that Miles fills in after c
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -119,6 +120,11 @@ _MILES_DEFAULTS: dict[str, Any] = {
     "lora_train_only": False,
     "save": None,
 }
+
+
+def miles_defaults() -> dict[str, Any]:
+    """Miles' default for every attribute this module reads (a fresh copy, safe to mutate)."""
+    return copy.deepcopy(_MILES_DEFAULTS)
 
 
 def _get(args: Any, name: str) -> Any:

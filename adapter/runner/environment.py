@@ -1,0 +1,72 @@
+"""The process environment a run needs: offline tokenizers and ``VERIFIERS_CONFIG``.
+
+The fixture models' tokenizers are rebuilt offline (nothing can be fetched from the Hugging
+Face hub here) and found through environment variables that Hugging Face libraries read when
+they are first imported, so :func:`use_fixture_tokenizers` must run before anything imports
+them. ``VERIFIERS_CONFIG`` is how Miles tells the rollout function where its config is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+
+from miles_verifiers.config import CONFIG_ENV_VAR
+
+
+class EmbeddedEngineModelError(ValueError):
+    """The embedded engine cannot serve the requested model."""
+
+
+def fixture_model_ids() -> tuple[str, ...]:
+    from miles_verifiers.fixtures.tokenizers import MODEL_IDS
+
+    return tuple(MODEL_IDS)
+
+
+def tokenizer_source(hf_checkpoint: str | None, tokenizer_path: str | None) -> str | None:
+    """The tokenizer a run loads: ``--sglang-tokenizer-path`` if given, else the checkpoint."""
+    return tokenizer_path or hf_checkpoint
+
+
+def is_fixture_model(model: str | None) -> bool:
+    return model is not None and model in fixture_model_ids()
+
+
+def require_embeddable(model: str | None) -> str:
+    """The model the embedded engine will serve, or an error naming the alternatives."""
+    if not is_fixture_model(model):
+        raise EmbeddedEngineModelError(
+            f"the embedded loopback engine serves only the fixture models "
+            f"({', '.join(fixture_model_ids())}), not {model!r}. Fix: pass one of them as "
+            "--hf-checkpoint, or --engine-url http://host:port for a real SGLang."
+        )
+    return str(model)
+
+
+def use_fixture_tokenizers(environ: MutableMapping[str, str] | None = None) -> None:
+    """Build the offline fixture tokenizers (cached) and point Hugging Face libraries at them."""
+    from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+
+    report = build_all()
+    target = os.environ if environ is None else environ
+    target.update(offline_environ(report.cache_dir))
+
+
+@contextlib.contextmanager
+def verifiers_config(path: Path | None) -> Iterator[None]:
+    """Set ``VERIFIERS_CONFIG`` for the block (left as it is when ``path`` is None)."""
+    if path is None:
+        yield
+        return
+    previous = os.environ.get(CONFIG_ENV_VAR)
+    os.environ[CONFIG_ENV_VAR] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(CONFIG_ENV_VAR, None)
+        else:
+            os.environ[CONFIG_ENV_VAR] = previous

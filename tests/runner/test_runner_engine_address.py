@@ -1,0 +1,40 @@
+"""Engine addresses: --engine-url parsing and writing the router address into args."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from miles_verifiers.runner.engine import (
+    EngineAddress,
+    EngineUrlError,
+    parse_engine_url,
+    point_args_at,
+)
+
+
+def test_an_http_host_port_url_is_parsed():
+    assert parse_engine_url("http://10.0.0.1:30000") == EngineAddress(
+        "10.0.0.1", 30000, embedded=False
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.0.0.1:30000",
+        "http://10.0.0.1",
+        "http://10.0.0.1:30000/generate",
+        "10.0.0.1:30000",
+    ],
+)
+def test_urls_that_are_not_bare_http_addresses_are_refused(url):
+    with pytest.raises(EngineUrlError, match="--engine-url"):
+        parse_engine_url(url)
+
+
+def test_pointing_args_sets_the_router_fields_miles_fills_in():
+    args = argparse.Namespace(sglang_router_ip=None, sglang_router_port=None)
+    point_args_at(args, EngineAddress("127.0.0.1", 4321, embedded=True))
+    assert (args.sglang_router_ip, args.sglang_router_port) == ("127.0.0.1", 4321)
+    assert args.sglang_model_routers == {"default": ("127.0.0.1", 4321)}

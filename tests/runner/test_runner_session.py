@@ -1,0 +1,125 @@
+"""How a run calls the rollout function: Miles' construction order, threads and loop."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+
+import pytest
+from miles_verifiers.contract.compat import contract
+from miles_verifiers.runner.environment import use_fixture_tokenizers
+from miles_verifiers.runner.loading import (
+    LegacyRolloutFunction,
+    RolloutFunctionPathError,
+    build_rollout_function,
+)
+from miles_verifiers.runner.namespace import build_namespace
+from miles_verifiers.runner.schedule import plan_calls
+from miles_verifiers.runner.session import (
+    ConstructionError,
+    RolloutOutputError,
+    RunRequest,
+    run_rollouts,
+)
+
+from tests.runner.runner_support import PROBES
+
+SUPPORT = "tests.runner.runner_support"
+
+
+def _request(tmp_path: Path, path: str, **flags: object) -> RunRequest:
+    args = build_namespace({"num_rollout": 2, "eval_interval": 2, **flags})
+    calls = plan_calls(num_rollout=2, start_rollout_id=None, eval_interval=2)
+    return RunRequest(
+        args=args,
+        calls=tuple(calls),
+        rollout_function_path=path,
+        engine_url=None,
+        engine_model="Qwen/Qwen3-0.6B",
+        output=tmp_path / "samples.jsonl",
+        metrics_output=tmp_path / "metrics.json",
+        call_timeout_s=30,
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tokenizers() -> None:
+    use_fixture_tokenizers()  # the embedded engine loads the Qwen3 tokenizer
+
+
+@pytest.fixture
+def probe_run(tmp_path):
+    PROBES.clear()
+    result = run_rollouts(_request(tmp_path, f"{SUPPORT}.CallOrderProbe"))
+    (probe,) = PROBES
+    return probe, result
+
+
+def test_the_function_is_built_before_the_router_address_exists(probe_run):
+    probe, _ = probe_run
+    assert probe.router_at_construction == (None, None)
+
+
+def test_every_call_sees_the_engine_address_written_into_the_same_args(probe_run):
+    probe, result = probe_run
+    routers = {call[2] for call in probe.calls}
+    assert routers == {(result.engine.host, result.engine.port)}
+    assert probe.args.sglang_model_routers == {"default": (result.engine.host, result.engine.port)}
+
+
+def test_calls_follow_miles_schedule(probe_run):
+    probe, _ = probe_run
+    assert [(c[0], c[1]) for c in probe.calls] == [
+        ("eval", 0),
+        ("train", 0),
+        ("train", 1),
+        ("eval", 1),
+    ]
+
+
+def test_all_calls_share_one_event_loop_off_the_main_thread(probe_run):
+    probe, _ = probe_run
+    assert len({call[3] for call in probe.calls}) == 1
+    assert threading.get_ident() not in {call[4] for call in probe.calls}
+
+
+def test_no_data_source_is_given_as_with_the_global_dataset_off(probe_run):
+    probe, _ = probe_run
+    assert probe.data_source is None
+
+
+def test_a_wrong_output_type_fails_the_run_naming_the_expected_type(tmp_path):
+    with pytest.raises(RolloutOutputError, match="RolloutFnEvalOutput"):
+        run_rollouts(_request(tmp_path, f"{SUPPORT}.WrongOutput"))
+
+
+def test_a_constructor_failure_names_the_function_path(tmp_path):
+    request = _request(tmp_path, "miles_verifiers.VerifiersRolloutFn", partial_rollout=True)
+    with pytest.raises(ConstructionError, match="VerifiersRolloutFn could not be constructed"):
+        run_rollouts(request)
+    assert not request.output.exists()
+
+
+def test_a_plain_function_is_called_with_the_legacy_signature():
+    args = argparse.Namespace()
+    fn = build_rollout_function(f"{SUPPORT}.legacy_rollout", args, contract())
+    assert isinstance(fn, LegacyRolloutFunction)
+    train = fn(contract().RolloutFnTrainInput(rollout_id=0))
+    evaluation = fn(contract().RolloutFnEvalInput(rollout_id=0))
+    assert isinstance(train, contract().RolloutFnTrainOutput) and train.samples == [[]]
+    assert isinstance(evaluation, contract().RolloutFnEvalOutput) and "env" in evaluation.data
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("VerifiersRolloutFn", "not a dotted path"),
+        ("no_such_package.Fn", "cannot be imported"),
+        (f"{SUPPORT}.Missing", "has no 'Missing'"),
+        (f"{SUPPORT}.NOT_CALLABLE", "not a class or a function"),
+    ],
+)
+def test_bad_function_paths_are_explained(path, message):
+    with pytest.raises(RolloutFunctionPathError, match=message):
+        build_rollout_function(path, argparse.Namespace(), contract())
