@@ -1,0 +1,102 @@
+"""The clause table: every promise the suite checks, one line of text each.
+
+Tests name the clauses they check with ``@pytest.mark.clause("ID", ...)``; the report lists
+every clause below with its outcome, including clauses no test ran. An id used by a test but
+missing here is a collection error, so the table and the tests cannot drift apart.
+
+Ids are grouped by area: CALL (how Miles builds and calls the function), OPT (Miles options),
+CFG (the Verifiers config), TRN (train output), CYC/RES (taskset order and resumption),
+GRP (groups and rewards), BR (graph branches), TRP (engine payloads), FLT (engine faults),
+EVL (eval output), SNP (snapshots) and SUITE (the suite checking itself).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+CLAUSES: Final = MappingProxyType(
+    {
+        # How Miles builds and calls a rollout function.
+        "CALL-1": "The adapter constructs from RolloutFnConstructorInput before any engine exists; "
+        "the router address is read only once it is set on the same args object.",
+        "CALL-2": "Train and eval calls made from a worker thread, with any coroutine run on one "
+        "persistent background event loop (as Miles does), return typed outputs within a deadline.",
+        "CALL-3": "One instance serves both train and eval calls, in any order.",
+        # Miles options.
+        "OPT-1": "Each unsupported Miles option (prompt-data loading left on, --partial-rollout, "
+        "--multimodal-keys, --chat-template-path, --use-opd, --use-rollout-routing-replay, "
+        "--use-rollout-indexer-replay, --multi-lora) makes construction fail with an error naming "
+        "that flag.",
+        "OPT-2": "When several unsupported options are set, one construction error names every "
+        "offending flag.",
+        "OPT-3": "A rejected construction sends no engine request, runs no episode and reads no "
+        "config or taskset first.",
+        "OPT-4": "Any combination of supported option values constructs.",
+        "OPT-5": "A missing --rollout-max-response-len is a construction error naming the flag, "
+        "not a failure at the first request.",
+        # Verifiers config.
+        "CFG-1": "VERIFIERS_CONFIG unset or empty is a construction error naming VERIFIERS_CONFIG.",
+        "CFG-2": "A config path that is missing, not .toml, or not valid TOML is a construction "
+        "error naming the path.",
+        "CFG-3": "A @group_reward taskset with --n-samples-per-prompt < 2 is a construction error "
+        "naming --n-samples-per-prompt.",
+        # Train output.
+        "TRN-1": "A train call returns exactly --rollout-batch-size groups of "
+        "--n-samples-per-prompt samples, each passing Sample.validate().",
+        "TRN-2": "Every train sample is COMPLETED or TRUNCATED, with tokens = prompt + response and "
+        "loss mask and rollout logprobs of response length.",
+        "TRN-3": "Two runs with the same seeds and engine give identical samples, whatever the "
+        "completion timing.",
+        # Taskset cycling and resumption.
+        "CYC-1": "Tasks are consumed in the documented per-epoch order: each epoch uses every task "
+        "once, none skipped or repeated except where a dropped group is replaced.",
+        "CYC-2": "A dropped group (dynamic filter or failed episode) is replaced by the next task; "
+        "the returned groups are the first kept ones in task order.",
+        "RES-1": "A run stopped after any rollout and resumed by a new instance with the same "
+        "--save directory produces exactly the rollouts of an uninterrupted run.",
+        # Groups and rewards.
+        "GRP-1": "Every returned group holds the samples of exactly one task.",
+        "GRP-2": "Groups come back in task order whatever order their episodes complete in.",
+        "GRP-3": "Group rewards land on the samples they were computed for, in rollout order.",
+        "GRP-4": "Flattening the output as Miles does keeps group boundaries, so Miles' "
+        "group-relative advantages equal the per-task computation.",
+        # Graph branches.
+        "BR-1": "A trace with two or more graph branches is rejected with an error naming the "
+        "branch count, wherever it falls in the batch.",
+        "BR-2": "A trace with zero graph branches drops its group, which is replaced.",
+        "BR-3": "A one-branch trace converts with tokens, loss mask and logprobs aligned, the "
+        "response starting at the first sampled token.",
+        # Transport, observed on the engine side.
+        "TRP-1": "Every /generate payload carries only sampling keys SGLang's SamplingParams "
+        "accepts.",
+        "TRP-2": "max_new_tokens never exceeds the response limit, and prompt plus max_new_tokens "
+        "never exceeds the context limit.",
+        "TRP-3": "Sampled token ids and logprobs reach the samples exactly as the engine returned "
+        "them.",
+        "TRP-4": "Configured sampling values (temperature, top_p, top_k, stop ids, chat template "
+        "kwargs) reach the engine request.",
+        # Engine faults.
+        "FLT-1": "Under any mix of engine faults each train call returns a valid batch or raises "
+        "the documented bounded-replacement error, within a deadline.",
+        "FLT-2": "A taskset whose every episode fails ends with the bounded-replacement error, "
+        "never a hang.",
+        # Eval output.
+        "EVL-1": "An eval call returns data keyed by the environment id, with rewards, truncated "
+        "and samples aligned per trace over every task times --n-samples-per-eval-prompt.",
+        "EVL-2": "A failing eval episode is recorded in the output, not raised.",
+        # Snapshots.
+        "SNP-1": "Rendered prompts for each model identity and conversation case match the "
+        "committed snapshots (token ids, decoded text, per-message spans).",
+        "SNP-2": "Snapshots were recorded with the installed Verifiers and Renderers versions.",
+        "SNP-3": "A fixed-seed training rollout matches its snapshot (tokens, masks, logprobs, "
+        "rewards, statuses, order).",
+        "SNP-4": "A fixed-seed eval matches its snapshot.",
+        # The suite checks itself.
+        "SUITE-1": "Pointed at a deliberately broken adapter, the suite fails the matching clauses.",
+        "SUITE-2": "A snapshot changed on purpose is reported by the drift summary.",
+        "SUITE-3": "The conformance report lists every clause of the table with its outcome.",
+        "SUITE-4": "Property budgets are selectable: a small deterministic CI profile by default and a "
+        "long profile that explores more and shrinks failures.",
+    }
+)

@@ -1,0 +1,97 @@
+"""Fixtures of the conformance suite, and the registration of its plugin.
+
+The plugin (``plugin.py``) brings the options (``--adapter``, ``--conformance-report``,
+``--clause``, ``--conformance-profile``), the ``clause`` marker, the report and the snapshot
+fixtures. The fixtures below are session-wide so that hypothesis examples can share them:
+each example resets the engine (``world.engine.reset(...)``) before it runs.
+
+The repository's root conftest builds the offline tokenizers and sets the offline Hugging
+Face environment before anything here imports transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from conformance.miles_side import MilesLoop
+from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401 - pytest hooks
+
+if TYPE_CHECKING:  # the engine and Verifiers load only once the offline environment is set
+    from conformance.world import MilesWorld, RecordingEngine
+
+
+def load_object(spec: str, option: str) -> Any:
+    """``module:attribute`` -> the object (ImportError until it exists)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise pytest.UsageError(
+            f"{option} {spec!r}: expected module:attribute, e.g. miles_verifiers:VerifiersRolloutFn"
+        )
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+@pytest.fixture(scope="session")
+def adapter_class(pytestconfig: pytest.Config) -> type:
+    return load_object(pytestconfig.getoption("--adapter"), "--adapter")
+
+
+@pytest.fixture(scope="session")
+def replacement_error(pytestconfig: pytest.Config) -> type:
+    return load_object(pytestconfig.getoption("--replacement-error"), "--replacement-error")
+
+
+@pytest.fixture(scope="session")
+def contract() -> Any:
+    """Miles' contract types when Miles is importable, the project's port otherwise."""
+    from miles_verifiers.contract.compat import contract as resolve
+
+    return resolve()
+
+
+@pytest.fixture(scope="session")
+def recording_engine() -> Iterator[tuple[RecordingEngine, str, int]]:
+    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
+
+    from conformance.world import RecordingEngine
+
+    engine = RecordingEngine(EngineConfig(model="Qwen/Qwen3-0.6B"))
+    with serve_engine(engine=engine) as running:
+        yield engine, "127.0.0.1", running.port
+
+
+@pytest.fixture(scope="session")
+def miles_loop() -> Iterator[MilesLoop]:
+    loop = MilesLoop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="session")
+def world(
+    adapter_class: type,
+    contract: Any,
+    recording_engine: tuple[RecordingEngine, str, int],
+    miles_loop: MilesLoop,
+) -> MilesWorld:
+    from conformance.world import MilesWorld
+
+    engine, host, port = recording_engine
+    return MilesWorld(adapter_class, contract, engine, host, port, miles_loop)
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Scratch space shared by hypothesis examples (configs, --save directories)."""
+    return tmp_path_factory.mktemp("conformance")
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer() -> Any:
+    from renderers.base import load_tokenizer
+
+    return load_tokenizer("Qwen/Qwen3-0.6B")

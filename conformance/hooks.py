@@ -1,0 +1,26 @@
+"""Miles hooks the suite plugs into an adapter by path, as a user would with Miles flags.
+
+``--dynamic-sampling-filter-path conformance.hooks:drop_listed_prompts`` drops every group
+whose task prompt is one of ``args.conformance_drop_prompts``: a drop pattern that depends on
+the task alone, so the suite can predict exactly which tasks a run must keep.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from typing import Any
+
+from conformance.world import prompt_matches
+
+DROP_FILTER_PATH = "conformance.hooks:drop_listed_prompts"
+DROP_REASON = "conformance_drop_pattern"
+
+
+def drop_listed_prompts(args: Namespace, samples: list[Any], **_: Any) -> Any:
+    """A Miles dynamic filter: ``fn(args, samples) -> DynamicFilterOutput``."""
+    from miles_verifiers.contract.compat import contract
+
+    listed = getattr(args, "conformance_drop_prompts", ())
+    flat = [s for item in samples for s in (item if isinstance(item, list) else [item])]
+    dropped = any(prompt_matches(sample.prompt, text) for sample in flat for text in listed)
+    return contract().DynamicFilterOutput(keep=not dropped, reason=DROP_REASON if dropped else None)

@@ -1,0 +1,149 @@
+"""Deliberately broken adapters, to show that the suite fails when a contract is broken.
+
+Each double wraps the real adapter and breaks exactly one promise, through the public
+contract only (what the call returns, or what goes over the wire to the engine):
+
+- ``ReversedGroups``: returns the groups of a train call in reverse, as an adapter that
+  hands back groups in completion order would (GRP-2, CYC-1).
+- ``SharedGroupIndex``: puts every sample in group 0, so Miles' normalisation mixes the
+  baselines of different tasks (GRP-4).
+- ``LeakySamplingKey``: sends every request through a proxy that adds a sampling key SGLang
+  does not accept, as upstream does with ``routed_experts_prompt_start`` (TRP-1).
+
+Use with ``pytest conformance --adapter conformance.selftest.doubles:ReversedGroups``. The
+adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
+reference adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Awaitable
+from typing import Any
+
+WRAPPED_ENV = "CONFORMANCE_DOUBLES_WRAP"
+DEFAULT_WRAPPED = "miles_verifiers:VerifiersRolloutFn"
+LEAKED_KEY = "routed_experts_prompt_start"
+
+
+def _real_adapter_class() -> type:
+    module, _, attribute = os.environ.get(WRAPPED_ENV, DEFAULT_WRAPPED).partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+class _Wrapper:
+    """Builds the real adapter from the same constructor input and post-processes its outputs."""
+
+    def __init__(self, constructor_input: Any) -> None:
+        self._inner = _real_adapter_class()(constructor_input)
+        self._args = constructor_input.args
+
+    def __call__(self, rollout_input: Any) -> Any:
+        self.before_call(self._args)
+        result = self._inner(rollout_input)
+        if inspect.isawaitable(result):
+            return self._finish(result, rollout_input)
+        return self._transform(result, rollout_input)
+
+    async def _finish(self, pending: Awaitable[Any], rollout_input: Any) -> Any:
+        return self._transform(await pending, rollout_input)
+
+    def _transform(self, output: Any, rollout_input: Any) -> Any:
+        return output if rollout_input.evaluation else self.break_train(output)
+
+    def before_call(self, args: Any) -> None:
+        pass
+
+    def break_train(self, output: Any) -> Any:
+        return output
+
+
+class ReversedGroups(_Wrapper):
+    def break_train(self, output: Any) -> Any:
+        output.samples = list(reversed(output.samples))
+        return output
+
+
+class SharedGroupIndex(_Wrapper):
+    def break_train(self, output: Any) -> Any:
+        for group in output.samples:
+            for sample in group:
+                sample.group_index = 0
+        return output
+
+
+class _KeyLeakingProxy:
+    """A loopback HTTP proxy that adds an unknown sampling key to every ``/generate`` body."""
+
+    def __init__(self, target: str) -> None:
+        import httpx
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        client = httpx.AsyncClient(base_url=target, timeout=httpx.Timeout(30.0))
+
+        async def forward(request: Request) -> Response:
+            body = await request.body()
+            if request.url.path.rstrip("/") == "/generate":
+                payload = json.loads(body)
+                payload.setdefault("sampling_params", {})[LEAKED_KEY] = 0
+                body = json.dumps(payload).encode()
+            upstream = await client.request(
+                request.method,
+                request.url.path,
+                content=body,
+                params=request.query_params,
+                headers={"content-type": request.headers.get("content-type", "application/json")},
+            )
+            return Response(
+                upstream.content,
+                upstream.status_code,
+                media_type=upstream.headers.get("content-type"),
+            )
+
+        app = Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST", "PUT"])])
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            name="leaky-proxy",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
+
+
+class LeakySamplingKey(_Wrapper):
+    def __init__(self, constructor_input: Any) -> None:
+        super().__init__(constructor_input)
+        self._proxy: _KeyLeakingProxy | None = None
+
+    def before_call(self, args: Any) -> None:
+        if self._proxy is not None:
+            return
+        target = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
+        self._proxy = _KeyLeakingProxy(target)
+        weakref.finalize(self, self._proxy.close)
+        # The adapter reads the router address from the shared args at request time.
+        args.sglang_router_ip, args.sglang_router_port = "127.0.0.1", self._proxy.port
+        args.sglang_model_routers = {"default": ("127.0.0.1", self._proxy.port)}

@@ -1,0 +1,28 @@
+"""Hypothesis budgets: fast and deterministic by default, ten times larger under ``long``."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.budget import PROFILE_ENV, budget
+
+
+@pytest.mark.clause("SUITE-4")
+def test_ci_profile_is_small_and_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+
+    settings = budget(ci=3)
+
+    assert settings.max_examples == 3
+    assert settings.derandomize is True
+
+
+@pytest.mark.clause("SUITE-4")
+def test_long_profile_explores_more_and_shrinks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROFILE_ENV, "long")
+
+    settings = budget(ci=3)
+
+    assert settings.max_examples == 30
+    assert settings.derandomize is False
+    assert "shrink" in {phase.name for phase in settings.phases}

@@ -1,0 +1,109 @@
+"""A snapshot changed on purpose is reported by the drift summary."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.drift import DriftEntry, first_difference, parse_ids
+from conformance.selftest.runner import REPO_ROOT, run_pytest
+from conformance.snapshots import version_mismatch
+
+CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+
+# The snapshot text comes from an environment variable so one test file can change it between runs.
+SNAPSHOT_TEST = textwrap.dedent(
+    """
+    import os
+    import pytest
+
+    @pytest.mark.clause("SNP-1")
+    def test_case(token_snapshot):
+        token_snapshot("model: demo\\n  ids: [" + os.environ["DEMO_IDS"] + "]\\n")
+    """
+)
+
+
+@pytest.mark.clause("SUITE-2")
+def test_drift_names_token_counts_and_first_difference() -> None:
+    entry = DriftEntry("case", "  ids: [1, 2, 3]\n  ids: [4]\n", "  ids: [1, 2, 9, 4, 5]\n")
+
+    assert parse_ids(entry.old_text or "") == [1, 2, 3, 4]
+    assert entry.describe() == "case: tokens 4 -> 5, first difference at position 2 (id 3 -> 9)"
+
+
+@pytest.mark.clause("SUITE-2")
+def test_first_difference_counts_a_pure_extension() -> None:
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+    assert first_difference([1, 2], [1, 2]) is None
+
+
+@pytest.mark.clause("SUITE-2")
+def test_update_run_reports_the_changed_case(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_demo.py").write_text(SNAPSHOT_TEST)
+    report = tmp_path / "r"
+    first = run_pytest(
+        ["--snapshot-update"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 2, 3"}
+    )
+    assert first.returncode == 0, first.output
+
+    check = run_pytest([], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 7, 3, 4"})
+    update = run_pytest(
+        ["--snapshot-update"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 7, 3, 4"}
+    )
+
+    assert check.returncode != 0
+    assert "differ from the committed ones" in check.output
+    assert "--snapshot-update" in check.output
+    assert update.returncode == 0, update.output
+    assert "snapshot drift summary" in update.output
+    assert (
+        "test_demo.py::test_case: tokens 3 -> 4, first difference at position 1 (id 2 -> 7)"
+        in update.output
+    )
+
+
+@pytest.mark.clause("SNP-2")
+def test_snapshots_from_other_versions_are_refused_with_the_refresh_command() -> None:
+    problem = version_mismatch(
+        {"verifiers": "0.2.0", "renderers": "0.0.1"}, {"verifiers": "0.2.0", "renderers": "0.1.10"}
+    )
+
+    assert problem is not None
+    assert "renderers 0.0.1 -> 0.1.10" in problem
+    assert "tox -e snapshots -- --snapshot-update" in problem
+
+
+@pytest.mark.clause("SNP-2")
+def test_matching_versions_are_accepted_and_missing_ones_are_not() -> None:
+    versions = {"verifiers": "0.2.0", "renderers": "0.1.10"}
+
+    assert version_mismatch(versions, versions) is None
+    assert "--snapshot-update" in (version_mismatch(None, versions) or "")
+
+
+@pytest.mark.clause("SUITE-2")
+def test_a_real_rendered_prompt_changed_on_purpose_is_reported(tmp_path: Path) -> None:
+    # A copy of the suite whose committed qwen3 single-turn snapshot has one token altered.
+    suite = tmp_path / "conformance"
+    shutil.copytree(REPO_ROOT / "conformance", suite, ignore=shutil.ignore_patterns("__pycache__"))
+    snapshot = next((suite / "__snapshots__" / "test_render_snapshots").glob("*qwen3-single_turn*"))
+    text = snapshot.read_text()
+    ids = parse_ids(text)
+    snapshot.write_text(text.replace(f"ids: [{ids[0]}, {ids[1]},", f"ids: [{ids[0]}, 99999,", 1))
+
+    run = run_pytest(
+        ["conformance/test_render_snapshots.py", "-k", "qwen3-single_turn", "--snapshot-update"],
+        cwd=tmp_path,
+        report_base=tmp_path / "r",
+    )
+
+    assert run.returncode == 0, run.output
+    assert (
+        f"[qwen3-single_turn]: tokens {len(ids)} -> {len(ids)}, first difference at position 1 "
+        f"(id 99999 -> {ids[1]})"
+    ) in run.output

@@ -1,0 +1,118 @@
+"""The conformance report lists every clause of the table with its outcome."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.clauses import CLAUSES
+from conformance.report import ItemResult, Outcome, build_report, clause_results
+from conformance.selftest.runner import run_pytest
+
+CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+
+SYNTHETIC_TESTS = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.clause("OPT-1")
+    def test_passes():
+        pass
+
+    @pytest.mark.clause("OPT-2")
+    def test_fails():
+        assert 1 == 2, "deliberate"
+
+    @pytest.mark.clause("OPT-3")
+    def test_skips():
+        pytest.skip("no engine here")
+
+    @pytest.mark.clause("OPT-4", "OPT-1")
+    def test_shares_a_clause_and_fails():
+        raise RuntimeError("boom")
+    """
+)
+
+
+@pytest.mark.clause("SUITE-3")
+def test_clause_outcome_is_the_worst_of_its_tests() -> None:
+    results = {
+        "a": ItemResult("a", Outcome.PASSED),
+        "b": ItemResult("b", Outcome.FAILED, "call: boom"),
+        "c": ItemResult("c", Outcome.SKIPPED, "later"),
+    }
+    by_test = {"a": ("OPT-1",), "b": ("OPT-1", "OPT-2"), "c": ("OPT-3",), "d": ("OPT-4",)}
+
+    outcomes = {c.id: c.outcome for c in clause_results(CLAUSES, by_test, results)}
+
+    assert outcomes["OPT-1"] == Outcome.FAILED
+    assert outcomes["OPT-2"] == Outcome.FAILED
+    assert outcomes["OPT-3"] == Outcome.SKIPPED
+    assert outcomes["OPT-4"] == Outcome.NOT_RUN  # collected but never reported
+    assert outcomes["OPT-5"] == Outcome.NOT_RUN  # no test at all
+
+
+@pytest.mark.clause("SUITE-3")
+def test_report_renders_every_clause_in_markdown_and_json() -> None:
+    report = build_report(
+        "pkg:Adapter", {"verifiers": "0.2.0"}, "now", clause_results(CLAUSES, {}, {})
+    )
+
+    markdown = report.to_markdown()
+    data = json.loads(report.to_json())
+
+    assert [c["id"] for c in data["clauses"]] == list(CLAUSES)
+    assert all(f"| {cid} |" in markdown for cid in CLAUSES)
+    assert data["summary"]["not run"] == len(CLAUSES)
+
+
+@pytest.mark.clause("SUITE-3")
+def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+
+    run = run_pytest(
+        ["test_synthetic.py"], cwd=tmp_path, report_base=tmp_path / "out" / "conformance"
+    )
+
+    outcomes = run.clause_outcomes()
+    assert list(outcomes) == list(CLAUSES)
+    assert (outcomes["OPT-1"], outcomes["OPT-2"], outcomes["OPT-3"], outcomes["OPT-4"]) == (
+        "failed",
+        "failed",
+        "skipped",
+        "failed",
+    )
+    assert {outcomes[c] for c in CLAUSES if not c.startswith("OPT-") or c == "OPT-5"} == {"not run"}
+    markdown = (tmp_path / "out" / "conformance.md").read_text()
+    assert "no engine here" in markdown and "deliberate" in markdown
+
+
+@pytest.mark.clause("SUITE-3")
+def test_an_unknown_clause_id_stops_collection(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_typo.py").write_text(
+        "import pytest\n\n@pytest.mark.clause('OPT-99')\ndef test_x():\n    pass\n"
+    )
+
+    run = run_pytest(["test_typo.py"], cwd=tmp_path, report_base=tmp_path / "r")
+
+    assert run.returncode != 0
+    assert "OPT-99" in run.output and "clauses.py" in run.output
+
+
+@pytest.mark.clause("SUITE-3")
+def test_clause_option_runs_only_that_clause(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+
+    run = run_pytest(
+        ["test_synthetic.py", "--clause", "OPT-3"], cwd=tmp_path, report_base=tmp_path / "r"
+    )
+
+    outcomes = run.clause_outcomes()
+    assert outcomes["OPT-3"] == "skipped"
+    assert outcomes["OPT-1"] == outcomes["OPT-2"] == "not run"

@@ -1,0 +1,152 @@
+"""Graph branches: one converts, zero drops the group, two or more is rejected."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from conformance.budget import budget
+from conformance.checks import check_round_trip, check_train_output, sampled_runs
+from conformance.miles_side import CallDeadlineExceeded, miles_args
+from conformance.order import check_epoch_order, trained_prompts
+from conformance.world import MilesWorld, identify, load_task_data, write_config
+
+
+@pytest.mark.clause("BR-1")
+@budget(ci=2)
+@given(
+    steps=st.sampled_from([4, 6]),
+    batch=st.integers(1, 3),
+    n=st.integers(1, 2),
+    extra=st.integers(0, 2),
+    first_rollout=st.integers(0, 3),
+)
+def test_multi_branch_traces_are_rejected_wherever_they_fall(
+    world: MilesWorld, workdir: Path, steps: int, batch: int, n: int, extra: int, first_rollout: int
+) -> None:
+    world.engine.reset()
+    branches = steps // 2  # the harness compacts every 2 turns: one branch per 2 steps
+    config = write_config(
+        workdir,
+        "mv_compact",
+        taskset={"num_tasks": 4, "steps": steps},
+        harness={"compact_every": 2},
+    )
+    args = miles_args(
+        rollout_batch_size=batch, n_samples_per_prompt=n, over_sampling_batch_size=batch + extra
+    )
+    fn = world.start(args, config)
+
+    with pytest.raises(Exception) as caught:
+        world.train(fn, first_rollout)
+
+    message = str(caught.value)
+    assert not isinstance(caught.value, CallDeadlineExceeded), message
+    assert "branch" in message.lower() and re.search(rf"\b{branches}\b", message), (
+        f"the rejection does not name the branch count ({branches}): {message}"
+    )
+
+
+def prompt_lengths(
+    world: MilesWorld, config: Path, prompts: list[str], decode: Any
+) -> dict[str, int]:
+    """Each task's first prompt length as the adapter sends it, observed on the engine."""
+    world.engine.reset()
+    args = miles_args(rollout_batch_size=len(prompts))
+    world.train(world.start(args, config), 0)
+    lengths: dict[str, int] = {}
+    for call in world.engine.calls():
+        text = decode(call.input_ids)
+        for prompt in prompts:
+            if prompt.rsplit("\n", 1)[-1] in text:
+                lengths[prompt] = min(lengths.get(prompt, 10**9), len(call.input_ids))
+    return lengths
+
+
+@pytest.mark.clause("BR-2")
+@budget(ci=2)
+@given(
+    seed=st.integers(0, 200), batch=st.integers(1, 2), rollouts=st.integers(1, 2), data=st.data()
+)
+def test_zero_branch_traces_drop_their_group(
+    world: MilesWorld,
+    workdir: Path,
+    qwen_tokenizer: Any,
+    seed: int,
+    batch: int,
+    rollouts: int,
+    data: st.DataObject,
+) -> None:
+    # An overlong first prompt ends the rollout before any model call: a trace with no branch.
+    config = write_config(
+        workdir, "mv_longprompt", taskset={"num_tasks": 5, "seed": seed, "filler_words": 40}
+    )
+    prompts = [str(d.prompt) for d in load_task_data(config)]
+    lengths = prompt_lengths(world, config, prompts, qwen_tokenizer.decode)
+    distinct = sorted(set(lengths.values()))
+    assume(len(lengths) == len(prompts) and len(distinct) >= 2)
+    cap = data.draw(st.sampled_from(distinct[:-1]), label="prompt_cap")
+    dropped = {p for p, length in lengths.items() if length > cap}
+    world.engine.reset()
+    args = miles_args(rollout_batch_size=batch, rollout_max_prompt_len=cap)
+    fn = world.start(args, config)
+
+    trained = [
+        t for rollout in trained_prompts(world, fn, args, prompts, range(rollouts)) for t in rollout
+    ]
+
+    check_epoch_order(trained, prompts, dropped, shuffled=False)
+
+
+@pytest.mark.clause("BR-3", "TRP-3")
+@budget(ci=3)
+@given(
+    taskset=st.sampled_from(["mv_arith", "mv_tools"]),
+    batch=st.integers(1, 2),
+    n=st.integers(1, 2),
+    thinking=st.booleans(),
+)
+def test_one_branch_traces_convert_aligned_with_the_engine_output(
+    world: MilesWorld, workdir: Path, taskset: str, batch: int, n: int, thinking: bool
+) -> None:
+    from miles_verifiers.fixtures.engine import PolicyConfig
+
+    world.engine.reset(policy=PolicyConfig(thinking=thinking))
+    config = write_config(workdir, taskset, taskset={"num_tasks": 3})
+    prompts = [str(d.prompt) for d in load_task_data(config)]
+    args = miles_args(
+        rollout_batch_size=batch, n_samples_per_prompt=n, rollout_max_response_len=256
+    )
+    fn = world.start(args, config)
+
+    groups = check_train_output(world.train(fn, 0), args, world.contract)
+
+    calls = world.engine.calls()
+    for position, group in enumerate(groups):
+        for sample in group:
+            assert identify(sample, prompts) is not None, (
+                f"group {position}: the sample lost its task prompt"
+            )
+            check_round_trip(sample, calls, where=f"group {position}")
+
+
+@pytest.mark.clause("BR-3", "TRP-3")
+def test_a_user_simulator_dialogue_converts_aligned(world: MilesWorld, workdir: Path) -> None:
+    # mv-dialogue runs a user simulator subprocess per rollout: one small batch only.
+    world.engine.reset()
+    config = write_config(workdir, "mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
+    args = miles_args(rollout_batch_size=1, rollout_max_response_len=128)
+    fn = world.start(args, config)
+
+    groups = check_train_output(world.train(fn, 0), args, world.contract)
+
+    sample = groups[0][0]
+    check_round_trip(sample, world.engine.calls())
+    assert len(sampled_runs(sample)) >= 2, (
+        "both assistant turns should be sampled, with the user turn masked out"
+    )

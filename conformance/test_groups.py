@@ -1,0 +1,104 @@
+"""Groups and group rewards, under arbitrary completion orders (engine latency jitter).
+
+mv-group pays each rollout ``correct`` (1.0 when its answer is right) plus 0.5 x
+``agreement`` (the share of its peers that gave the same answer), so a group reward put on
+the wrong sample, or a sample moved to another group, changes the numbers. The suite
+recomputes each reward from the sample's own sampled tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
+from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
+
+from conformance.budget import budget
+from conformance.checks import check_train_output
+from conformance.miles_side import flatten, group_advantages, miles_args, normalized_rewards
+from conformance.world import MilesWorld, identify, load_task_data, write_config
+
+CORRECT_WEIGHT = 1.0
+AGREEMENT_WEIGHT = 0.5
+
+
+def expected_rewards(group: list[Any], label: str, decode: Any) -> list[float]:
+    answers = [parse_answer(decode(s.tokens[len(s.tokens) - s.response_length :])) for s in group]
+    agreement = peer_agreement(answers)
+    return [
+        CORRECT_WEIGHT * float(a == int(label)) + AGREEMENT_WEIGHT * g
+        for a, g in zip(answers, agreement, strict=True)
+    ]
+
+
+@pytest.mark.clause("GRP-1", "GRP-2", "GRP-3", "GRP-4")
+@budget(ci=3)
+@given(
+    num_tasks=st.integers(1, 4),
+    batch=st.integers(1, 3),
+    n=st.integers(2, 4),
+    extra=st.integers(0, 2),
+    accuracy=st.sampled_from([0.3, 0.6, 0.9]),
+    policy_seed=st.integers(0, 1000),
+    jitter_seed=st.integers(0, 10**6),
+)
+def test_groups_keep_their_task_rewards_and_order_whatever_the_completion_order(
+    world: MilesWorld,
+    workdir: Path,
+    qwen_tokenizer: Any,
+    num_tasks: int,
+    batch: int,
+    n: int,
+    extra: int,
+    accuracy: float,
+    policy_seed: int,
+    jitter_seed: int,
+) -> None:
+    world.engine.reset(
+        policy=PolicyConfig(accuracy=accuracy, seed=policy_seed),
+        faults=FaultPlan(delay=0.6, delay_s=0.02, seed=jitter_seed),  # reorders completions
+    )
+    config = write_config(workdir, "mv_group", taskset={"num_tasks": num_tasks, "seed": 11})
+    tasks = load_task_data(config)
+    prompts = [str(t.prompt) for t in tasks]
+    label_of = {str(t.prompt): t.label for t in tasks}
+    args = miles_args(
+        rollout_batch_size=batch, n_samples_per_prompt=n, over_sampling_batch_size=batch + extra
+    )
+    fn = world.start(args, config)
+    stream = itertools.cycle(prompts)
+
+    for rollout_id in range(2):
+        output = world.train(fn, rollout_id)
+        groups = check_train_output(output, args, world.contract)
+        for position, group in enumerate(groups):
+            found = {identify(s, prompts) for s in group}
+            assert len(found) == 1 and None not in found, (
+                f"group {position} mixes tasks: {found}"
+            )  # GRP-1
+            task = found.pop()
+            assert task == next(stream), (
+                f"rollout {rollout_id}: group {position} is out of task order"
+            )  # GRP-2
+            rewards = [float(s.get_reward_value(args)) for s in group]
+            expected = expected_rewards(group, label_of[task], qwen_tokenizer.decode)
+            assert rewards == pytest.approx(expected), (  # GRP-3
+                f"group {position}: rewards {rewards} are not those of its own samples ({expected})"
+            )
+        # GRP-4: Miles flattens, segments and normalises; it must equal the per-task computation.
+        flat = flatten(output.samples)
+        per_task = [
+            a
+            for group in groups
+            for a in group_advantages([float(s.get_reward_value(args)) for s in group], args)
+        ]
+        miles = normalized_rewards(flat, args)
+        assert all(
+            math.isclose(a, b, abs_tol=1e-9) for a, b in zip(miles, per_task, strict=True)
+        ), f"Miles' group-relative advantages {miles} differ from the per-task ones {per_task}"

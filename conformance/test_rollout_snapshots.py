@@ -1,0 +1,118 @@
+"""A fixed-seed training rollout and eval, pinned sample by sample.
+
+With deterministic inference on (seeds sent to the engine) and the seeded scripted policy,
+every token, mask, logprob, reward, status and the order of samples is reproducible, so any
+change in what the adapter hands Miles shows up here as a reviewable diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.checks import status_name
+from conformance.miles_side import flatten, miles_args
+from conformance.snapshot_text import document, ids_line, text_block
+from conformance.world import MilesWorld, write_config
+
+TASKSET = {"num_tasks": 4, "seed": 0}
+
+
+def fixed_args() -> Any:
+    return miles_args(
+        rollout_batch_size=2,
+        n_samples_per_prompt=2,
+        n_samples_per_eval_prompt=2,
+        eval_interval=1,
+        rollout_seed=42,
+        sglang_enable_deterministic_inference=True,
+        rollout_max_response_len=64,
+    )
+
+
+def mask_runs(mask: Iterable[int]) -> str:
+    runs: list[list[int]] = []
+    for flag in mask:
+        if runs and runs[-1][0] == flag:
+            runs[-1][1] += 1
+        else:
+            runs.append([flag, 1])
+    return " ".join(f"{flag}x{count}" for flag, count in runs)
+
+
+def sample_lines(title: str, sample: Any, decode: Callable[[list[int]], str]) -> list[str]:
+    split = len(sample.tokens) - sample.response_length
+    lines = [
+        f"== {title} ==",
+        f"group_index: {sample.group_index}",
+        f"index: {sample.index}",
+        f"status: {status_name(sample)}",
+        f"reward: {sample.reward!r}",
+        f"label: {sample.label!r}",
+        f"prompt: {sample.prompt!r}",
+        f"response_length: {sample.response_length}",
+        f"loss_mask: {mask_runs(sample.loss_mask or [])}",
+        f"rollout_log_probs: {list(sample.rollout_log_probs or [])!r}",
+        f"- prompt tokens ({split})",
+        ids_line(sample.tokens[:split]),
+        *text_block(decode(list(sample.tokens[:split]))),
+        f"- response tokens ({sample.response_length})",
+        ids_line(sample.tokens[split:]),
+        *text_block(decode(list(sample.tokens[split:]))),
+    ]
+    return lines
+
+
+@pytest.mark.clause("SNP-3")
+def test_fixed_seed_training_rollouts_match_the_snapshot(
+    world: MilesWorld, workdir: Path, qwen_tokenizer: Any, token_snapshot: Callable[[str], None]
+) -> None:
+    world.engine.reset()
+    args = fixed_args()
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset=TASKSET))
+
+    sections = []
+    for rollout_id in range(2):
+        output = world.train(fn, rollout_id)
+        for g, group in enumerate(output.samples):
+            for s, sample in enumerate(flatten(group)):
+                sections.append(
+                    sample_lines(
+                        f"rollout {rollout_id}, group {g}, sample {s}",
+                        sample,
+                        qwen_tokenizer.decode,
+                    )
+                )
+
+    token_snapshot(
+        document({"taskset": "mv-arith", "args": "batch 2, n 2, seed 42, deterministic"}, sections)
+    )
+
+
+@pytest.mark.clause("SNP-4")
+def test_fixed_seed_eval_matches_the_snapshot(
+    world: MilesWorld, workdir: Path, qwen_tokenizer: Any, token_snapshot: Callable[[str], None]
+) -> None:
+    world.engine.reset()
+    args = fixed_args()
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset=TASKSET))
+
+    output = world.evaluate(fn, 0)
+
+    sections = []
+    for name, entry in output.data.items():
+        sections.append(
+            [
+                f"== {name} ==",
+                f"rewards: {entry['rewards']!r}",
+                f"truncated: {entry['truncated']!r}",
+            ]
+        )
+        for i, sample in enumerate(entry["samples"]):
+            sections.append(sample_lines(f"{name} sample {i}", sample, qwen_tokenizer.decode))
+    token_snapshot(
+        document({"taskset": "mv-arith", "args": "eval, n 2, seed 42, deterministic"}, sections)
+    )

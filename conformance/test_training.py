@@ -1,0 +1,101 @@
+"""Train output: shape, sample consistency, determinism, and Miles' calling convention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from miles_verifiers.fixtures.engine import FaultPlan
+
+from conformance.budget import budget
+from conformance.checks import check_train_output, output_fingerprint
+from conformance.miles_side import miles_args
+from conformance.world import MilesWorld, identify, task_prompts, write_config
+
+
+@pytest.mark.clause("TRN-1", "TRN-2")
+@budget(ci=4)
+@given(
+    num_tasks=st.integers(1, 6),
+    batch=st.integers(1, 3),
+    n=st.integers(1, 3),
+    extra=st.integers(0, 2),
+    rollouts=st.integers(1, 2),
+)
+def test_train_calls_return_full_valid_batches(
+    world: MilesWorld, workdir: Path, num_tasks: int, batch: int, n: int, extra: int, rollouts: int
+) -> None:
+    world.engine.reset()
+    args = miles_args(
+        rollout_batch_size=batch, n_samples_per_prompt=n, over_sampling_batch_size=batch + extra
+    )
+    config = write_config(workdir, "mv_arith", taskset={"num_tasks": num_tasks})
+    fn = world.start(args, config)
+
+    for rollout_id in range(rollouts):
+        check_train_output(world.train(fn, rollout_id), args, world.contract)
+
+
+@pytest.mark.clause("TRN-3")
+@budget(ci=2)
+@given(
+    batch=st.integers(1, 3),
+    n=st.integers(1, 3),
+    jitter_seeds=st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)),
+)
+def test_same_seeds_give_identical_samples_whatever_the_timing(
+    world: MilesWorld, workdir: Path, batch: int, n: int, jitter_seeds: tuple[int, int]
+) -> None:
+    config = write_config(workdir, "mv_arith", taskset={"num_tasks": 5})
+    runs = []
+    for seed in jitter_seeds:
+        # Random per-call delays reorder completions differently in each run.
+        world.engine.reset(faults=FaultPlan(delay=0.5, delay_s=0.03, seed=seed))
+        args = miles_args(
+            rollout_batch_size=batch,
+            n_samples_per_prompt=n,
+            sglang_enable_deterministic_inference=True,
+        )
+        fn = world.start(args, config)
+        runs.append(
+            [
+                output_fingerprint(check_train_output(world.train(fn, r), args, world.contract))
+                for r in range(2)
+            ]
+        )
+
+    assert runs[0] == runs[1], "two runs with the same seeds produced different samples"
+
+
+@pytest.mark.clause("CALL-2")
+def test_calls_from_a_worker_thread_return_typed_outputs(world: MilesWorld, workdir: Path) -> None:
+    world.engine.reset()
+    args = miles_args(rollout_batch_size=2)
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 3}))
+
+    train = world.train(fn, 0, weight_version=None)
+    evaluation = world.evaluate(fn, 0)
+
+    assert isinstance(train, world.contract.RolloutFnTrainOutput)
+    assert isinstance(evaluation, world.contract.RolloutFnEvalOutput)
+
+
+@pytest.mark.clause("CALL-3")
+def test_one_instance_serves_train_and_eval_in_any_order(world: MilesWorld, workdir: Path) -> None:
+    world.engine.reset()
+    config = write_config(workdir, "mv_arith", taskset={"num_tasks": 4})
+    prompts = task_prompts(config)
+    args = miles_args(rollout_batch_size=2)
+    fn = world.start(args, config)
+
+    first_eval = world.evaluate(fn, 0)
+    first = check_train_output(world.train(fn, 0), args, world.contract)
+    second_eval = world.evaluate(fn, 1)
+    second = check_train_output(world.train(fn, 1), args, world.contract)
+
+    trained = [identify(group[0], prompts) for group in first + second]
+    assert trained == prompts, "eval calls disturbed the training task order"
+    for output in (first_eval, second_eval):
+        assert sum(len(entry["rewards"]) for entry in output.data.values()) == len(prompts)

@@ -1,0 +1,142 @@
+"""The SGLang payloads an adapter sends, observed on the engine side.
+
+For arbitrary sampling settings and limits, on single-turn and bridged multi-turn tool
+conversations, every ``/generate`` call must carry only sampling keys SGLang accepts, respect
+the token limits, carry the configured values, and the samples must hold exactly what the
+engine returned.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance.budget import budget
+from conformance.checks import check_round_trip, check_train_output
+from conformance.miles_side import miles_args
+from conformance.world import GenerateCall, MilesWorld, write_config
+
+# SGLang 0.5.15's SamplingParams fields (the older, stricter release Miles supports; 0.5.23
+# adds beam_width and watermark). Any other key is a 500 (0.5.15) or a 400 (0.5.23).
+SGLANG_SAMPLING_KEYS = frozenset(
+    {
+        "max_new_tokens",
+        "min_new_tokens",
+        "stop",
+        "stop_token_ids",
+        "stop_regex",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "n",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "logit_bias",
+        "custom_params",
+        "stream_interval",
+        "sampling_seed",
+    }
+)
+# Qwen3's generation prompt, and the empty thinking block enable_thinking=false adds to it.
+QWEN3_ASSISTANT_OPEN = [151644, 77091, 198]
+QWEN3_EMPTY_THINKING = [151667, 271, 151668, 271]
+# top_k values SGLang reads as "no top-k".
+NO_TOP_K = {None, -1, 1 << 30}
+
+
+@st.composite
+def sampling_settings(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "rollout_temperature": draw(st.sampled_from([0.0, 0.3, 0.7, 1.0, 1.3])),
+        "rollout_top_p": draw(st.sampled_from([0.2, 0.9, 1.0])),
+        "rollout_top_k": draw(st.sampled_from([-1, 1, 5, 40])),
+        "rollout_max_response_len": draw(st.integers(4, 96)),
+        "rollout_max_context_len": draw(st.none() | st.integers(700, 2000)),
+        "rollout_stop_token_ids": draw(st.none() | st.just([151643]) | st.just([151643, 151646])),
+        "rollout_skip_special_tokens": draw(st.booleans()),
+        "apply_chat_template_kwargs": draw(
+            st.sampled_from([{}, {"enable_thinking": False}, {"enable_thinking": True}])
+        ),
+        "sglang_enable_deterministic_inference": draw(st.booleans()),
+    }
+
+
+def check_payload(call: GenerateCall, args: Any) -> None:
+    params = call.sampling_params
+    assert call.status == 200, (
+        f"the engine refused a request ({call.status}): {str(call.response)[:300]}"
+    )  # TRP-1
+    unknown = set(params) - SGLANG_SAMPLING_KEYS
+    assert not unknown, (
+        f"sampling_params carries keys SGLang does not accept: {sorted(unknown)}"
+    )  # TRP-1
+    new_tokens = params.get("max_new_tokens")
+    assert isinstance(new_tokens, int), "every request must bound max_new_tokens"  # TRP-2
+    assert new_tokens <= args.rollout_max_response_len, (
+        f"max_new_tokens {new_tokens} exceeds --rollout-max-response-len {args.rollout_max_response_len}"
+    )
+    if args.rollout_max_context_len is not None:
+        total = len(call.input_ids) + new_tokens
+        assert total <= args.rollout_max_context_len, (
+            f"prompt {len(call.input_ids)} + max_new_tokens {new_tokens} exceeds --rollout-max-context-len "
+            f"{args.rollout_max_context_len}"
+        )
+    # TRP-4: configured values reach the engine (SGLang's defaults stand in for absent keys).
+    assert params.get("temperature", 1.0) == pytest.approx(args.rollout_temperature)
+    assert params.get("top_p", 1.0) == pytest.approx(args.rollout_top_p)
+    top_k = params.get("top_k")
+    assert top_k == args.rollout_top_k or (args.rollout_top_k in NO_TOP_K and top_k in NO_TOP_K), (
+        f"top_k {top_k} is not the configured {args.rollout_top_k}"
+    )
+    missing_stops = set(args.rollout_stop_token_ids or ()) - set(params.get("stop_token_ids") or ())
+    assert not missing_stops, f"configured stop token ids {sorted(missing_stops)} were not sent"
+    assert params.get("skip_special_tokens", True) == args.rollout_skip_special_tokens
+    thinking_off = args.apply_chat_template_kwargs.get("enable_thinking") is False
+    expected_tail = QWEN3_ASSISTANT_OPEN + (QWEN3_EMPTY_THINKING if thinking_off else [])
+    assert call.input_ids[-len(expected_tail) :] == expected_tail, (
+        "the prompt does not end with the generation prompt --apply-chat-template-kwargs asks for"
+    )
+
+
+@pytest.mark.clause("TRP-1", "TRP-2", "TRP-3", "TRP-4")
+@budget(ci=4)
+@given(
+    settings=sampling_settings(), taskset=st.sampled_from(["mv_arith", "mv_tools"]), data=st.data()
+)
+def test_engine_payloads_follow_the_settings_and_round_trip(
+    world: MilesWorld, workdir: Path, settings: dict[str, Any], taskset: str, data: st.DataObject
+) -> None:
+    # Tool rollouts start an MCP server each, so they run one at a time; arithmetic varies the shape.
+    batch, n = (
+        (1, 1)
+        if taskset == "mv_tools"
+        else data.draw(st.tuples(st.integers(1, 2), st.integers(1, 2)), label="batch, n")
+    )
+    world.engine.reset()
+    config = write_config(workdir, taskset, taskset={"num_tasks": 3})
+    args = miles_args(rollout_batch_size=batch, n_samples_per_prompt=n, **settings)
+    fn = world.start(args, config)
+
+    groups = check_train_output(world.train(fn, 0), args, world.contract)
+
+    calls = world.engine.calls()
+    assert calls, "the engine saw no request"
+    for call in calls:
+        check_payload(call, args)
+    for position, group in enumerate(groups):
+        for sample in group:
+            check_round_trip(sample, calls, where=f"group {position}")
