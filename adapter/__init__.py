@@ -1,7 +1,31 @@
 """miles-verifiers: run Verifiers V1 environments as a Miles rollout function.
 
 Miles loads ``miles_verifiers.VerifiersRolloutFn`` (``--rollout-function-path``) or, on the
-legacy path, ``miles_verifiers.generate_rollout``.
+legacy path, ``miles_verifiers.generate_rollout``. Both are imported lazily, so importing the
+package stays cheap (no verifiers, renderers or transformers until they are used).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+__all__ = ["AdapterSettings", "VerifiersRolloutFn", "__version__", "generate_rollout"]
+
+if TYPE_CHECKING:
+    from miles_verifiers.rollout import AdapterSettings, VerifiersRolloutFn, generate_rollout
+
+_LAZY = {"AdapterSettings", "VerifiersRolloutFn", "generate_rollout"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from miles_verifiers import rollout
+
+        return getattr(rollout, name)
+    raise AttributeError(f"module 'miles_verifiers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

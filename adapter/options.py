@@ -156,7 +156,7 @@ _REJECTIONS: tuple[_Rejection, ...] = (
         "--disable-rollout-global-dataset",
         "unset",
         "is missing, so Miles would load its own prompt dataset; the tasks come from the "
-        "Verifiers taskset named in VERIFIERS_CONFIG instead.",
+        "Verifiers taskset of the environment config instead.",
         "pass --disable-rollout-global-dataset.",
     ),
     _Rejection(

@@ -1,0 +1,109 @@
+"""Session fixtures for the rollout-function tests: one loopback engine, one Miles loop.
+
+The engine is the project's SGLang stand-in served over real HTTP on 127.0.0.1 (zero latency
+unless a test sets one); each test resets its knobs and counters. The fixture taskset
+packages must be installed (``pip install --no-deps ./fixtures/environments/<name>``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+
+for _name, _value in offline_environ().items():
+    os.environ.setdefault(_name, _value)
+
+from tests.rollout.rollout_support import MODEL, MilesLoop, RecordingEngine
+
+TASKSETS = (
+    "mv_arith",
+    "mv_dialogue",
+    "mv_tools",
+    "mv_group",
+    "mv_compact",
+    "mv_longprompt",
+    "mv_faulty",
+)
+_missing = [name for name in TASKSETS if importlib.util.find_spec(name) is None]
+if _missing:
+    raise ImportError(
+        "fixture taskset packages are not installed: "
+        + ", ".join(_missing)
+        + ". From the repository root: "
+        + "; ".join(f"pip install --no-deps ./fixtures/environments/{name}" for name in _missing)
+    )
+
+
+@pytest.fixture(scope="session")
+def engine_server() -> Iterator[tuple[RecordingEngine, int]]:
+    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
+
+    build_all()
+    engine = RecordingEngine(EngineConfig(model=MODEL))
+    with serve_engine(engine=engine) as running:
+        yield engine, running.port
+
+
+@pytest.fixture
+def engine(engine_server: tuple[RecordingEngine, int]) -> Iterator[RecordingEngine]:
+    from miles_verifiers.fixtures.engine import FaultPlan, LatencyModel, PolicyConfig
+
+    served, _ = engine_server
+    served.set_policy(PolicyConfig())
+    served.set_faults(FaultPlan())
+    served.set_latency(LatencyModel())
+    served.clear()
+    yield served
+
+
+@pytest.fixture
+def engine_port(engine_server: tuple[RecordingEngine, int]) -> int:
+    return engine_server[1]
+
+
+@pytest.fixture(scope="session")
+def miles_loop() -> Iterator[MilesLoop]:
+    loop = MilesLoop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def use_config(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point ``VERIFIERS_CONFIG`` at a file for the constructions of one test."""
+
+    def set_config(path: Any) -> None:
+        monkeypatch.setenv("VERIFIERS_CONFIG", str(path))
+
+    return set_config
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer() -> Any:
+    from renderers.base import load_tokenizer
+
+    build_all()
+    return load_tokenizer(MODEL)
+
+
+@pytest.fixture(scope="session")
+def unregistered_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A local copy of the Qwen3 tokenizer under a name Renderers has no renderer for."""
+    import shutil
+    from pathlib import Path
+
+    from huggingface_hub import snapshot_download
+
+    build_all()
+    source = Path(snapshot_download(MODEL, local_files_only=True))
+    target = tmp_path_factory.mktemp("checkpoints") / "my-policy"
+    target.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, target / name)
+    return target

@@ -1,0 +1,294 @@
+"""How Miles calls the function: one instance for train and eval, overlapping calls, the legacy
+entry point, Miles' hooks, and winding leftover work down."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from miles_verifiers import AdapterSettings, VerifiersRolloutFn, generate_rollout
+from miles_verifiers.contract.compat import contract
+from miles_verifiers.fixtures.engine import LatencyModel
+from miles_verifiers.rollout import LEGACY_CACHE_SIZE, _legacy_instance
+
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    call,
+    fingerprint,
+    flat,
+    in_worker_thread,
+    miles_args,
+    point_at,
+    task_prompts,
+    write_config,
+)
+
+HOOKS = "tests.rollout.hooks_for_tests"
+
+
+def build(args: Any, config: Path, use_config: Any, port: int, **kwargs: Any) -> VerifiersRolloutFn:
+    use_config(config)
+    fn = VerifiersRolloutFn(
+        contract().RolloutFnConstructorInput(
+            args=args, data_source=kwargs.pop("data_source", None)
+        ),
+        **kwargs,
+    )
+    point_at(args, port)
+    return fn
+
+
+def train_input(rollout_id: int) -> Any:
+    return contract().RolloutFnTrainInput(rollout_id=rollout_id)
+
+
+def eval_input(rollout_id: int) -> Any:
+    return contract().RolloutFnEvalInput(rollout_id=rollout_id)
+
+
+def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_other(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    engine.set_latency(LatencyModel(decode_s_per_token=0.002))  # keep both calls in flight together
+
+    def fresh() -> tuple[Any, VerifiersRolloutFn]:
+        args = miles_args(
+            rollout_batch_size=2,
+            over_sampling_batch_size=3,
+            n_samples_per_eval_prompt=2,
+            eval_interval=1,
+            sglang_enable_deterministic_inference=True,
+        )
+        return args, build(args, config, use_config, engine_port)
+
+    _, alone = fresh()
+    expected = [
+        [fingerprint(s) for s in flat(call(alone, train_input(r), miles_loop).samples)]
+        for r in range(2)
+    ]
+
+    _, shared = fresh()
+
+    async def overlapped() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                shared(train_input(0)), shared(eval_input(0)), shared(train_input(1))
+            )
+        )
+
+    first, evaluation, second = miles_loop.run(overlapped())
+
+    assert [[fingerprint(s) for s in flat(o.samples)] for o in (first, second)] == expected
+    entry = evaluation.data["mv-arith"]
+    assert len(entry["samples"]) == 8 and all(
+        s.status.value == "completed" for s in entry["samples"]
+    )
+
+
+def test_leaving_a_call_cancels_its_episodes_and_aborts_only_its_own_requests(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
+    args = miles_args(eval_interval=1)
+    fn = build(args, config, use_config, engine_port)
+
+    async def start_then_leave() -> tuple[str, list[Any]]:
+        scope = fn._scope("eval")
+        async with scope:
+            contexts = fn._contexts(scope, "eval")
+            from miles_verifiers.episodes import run_group
+
+            runs = [
+                scope.spawn(
+                    run_group(scope.environment, task, contexts(i), semaphore=None, deadline_s=60)
+                )
+                for i, task in enumerate(fn._run.eval.tasks)
+            ]
+            while engine.in_flight < 2:
+                await asyncio.sleep(0.01)
+        return scope.transport.rid_prefix, runs
+
+    prefix, runs = miles_loop.run(start_then_leave(), timeout_s=60)
+
+    assert all(run.cancelled() for run in runs)
+    assert engine.in_flight == 0
+    assert engine.abort_calls and all(rid.startswith(prefix) for rid in engine.abort_calls)
+
+
+def test_the_legacy_entry_point_serves_train_and_eval_from_one_cached_instance(
+    engine: RecordingEngine, engine_port: int, use_config: Any, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    use_config(config)
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1, eval_interval=1)
+    point_at(args, engine_port)  # on the legacy path nothing is built before SGLang is up
+    data_source = object()
+
+    first = in_worker_thread(lambda: generate_rollout(args, 0, data_source))
+    evaluation = in_worker_thread(lambda: generate_rollout(args, 0, data_source, evaluation=True))
+    second = in_worker_thread(lambda: generate_rollout(args, 1, data_source))
+
+    prompts = task_prompts(config)
+    trained = [g[0] for g in first.samples + second.samples]
+    assert [p for s in trained for p in prompts if p in str(s.prompt)] == [*prompts, prompts[0]]
+    assert isinstance(evaluation, contract().RolloutFnEvalOutput)
+    assert len(evaluation.data["mv-arith"]["samples"]) == 3
+    assert _legacy_instance(args, data_source) is _legacy_instance(args, data_source)
+
+
+def test_the_legacy_instance_cache_is_bounded(use_config: Any, tmp_path: Path) -> None:
+    use_config(write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1}))
+    sources = [object() for _ in range(LEGACY_CACHE_SIZE + 1)]
+    args = miles_args()
+    first = _legacy_instance(args, sources[0])
+    for source in sources[1:]:
+        _legacy_instance(args, source)
+
+    assert _legacy_instance(args, sources[0]) is not first
+
+
+def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    data_source = object()
+    args = miles_args(
+        custom_rm_path=f"{HOOKS}.length_reward",
+        rollout_sample_filter_path=f"{HOOKS}.remember_returned_groups",
+        rollout_all_samples_process_path=f"{HOOKS}.remember_all_groups",
+    )
+    fn = build(args, config, use_config, engine_port, data_source=data_source)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    for sample in flat(output.samples):
+        assert sample.reward == float(sample.response_length)
+        assert "correct" in sample.metadata["verifiers"]["rewards"]
+    returned = [[s.index for s in g] for g in output.samples]
+    assert args.test_sample_filter_calls == [returned]
+    assert args.test_all_groups_calls == [(returned, data_source)]
+    assert output.samples[0][0].remove_sample is True
+
+
+def test_a_group_reward_model_scores_each_group_in_one_call(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    args = miles_args(
+        n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward"
+    )
+    fn = build(args, config, use_config, engine_port)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    assert all(s.reward == 3.0 for s in flat(output.samples))
+
+
+def test_a_scalar_reward_model_with_a_reward_key_fails_with_the_flags_to_change(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.scalar_reward", reward_key="correct")
+    fn = build(args, config, use_config, engine_port)
+
+    with pytest.raises(ValueError, match="--reward-key"):
+        call(fn, train_input(0), miles_loop)
+
+
+def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    prompts = task_prompts(config)
+    args = miles_args(
+        rollout_batch_size=2, dynamic_sampling_filter_path=f"{HOOKS}.drop_listed_prompts"
+    )
+    args.test_drop_prompts = [prompts[0]]
+    fn = build(args, config, use_config, engine_port)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    assert [g[0].group_index for g in output.samples] == [1, 2]
+    assert output.metrics["rollout/dynamic_filter/drop_listed_prompt"] == 1
+    assert output.metrics["verifiers/groups_replaced"] == 1
+
+
+def test_a_reward_key_trains_on_that_component_of_a_dict_reward(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_group", taskset={"num_tasks": 2})
+    args = miles_args(reward_key="agreement")
+    fn = build(args, config, use_config, engine_port)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    for sample in flat(output.samples):
+        assert set(sample.reward) >= {"correct", "agreement", "reward"}
+        assert sample.reward["reward"] == pytest.approx(
+            sample.reward["correct"] + sample.reward["agreement"]
+        )
+
+
+@pytest.mark.slow
+def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_promptly(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # One group is needed and a second is started and then cancelled mid-dialogue; Verifiers
+    # would wait a minute on its leftover request handler unless the call hurries it.
+    config = write_config(tmp_path, "mv_dialogue", taskset={"num_tasks": 2, "rounds": 2})
+    args = miles_args(
+        rollout_batch_size=1,
+        n_samples_per_prompt=1,
+        over_sampling_batch_size=2,
+        rollout_max_response_len=128,
+    )
+    settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
+    fn = build(args, config, use_config, engine_port, settings=settings)
+
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes"):
+        output = call(fn, train_input(0), miles_loop)
+
+    sample = output.samples[0][0]
+    sample.validate()
+    runs = sum(1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask) if b and not a)
+    assert runs == 2, "both assistant turns are sampled, the user turn between them is masked"
+    assert not [r for r in caplog.records if "did not" in r.getMessage()]

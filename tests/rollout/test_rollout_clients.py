@@ -1,0 +1,160 @@
+"""The model client: renderer identity, the shared growing pool, and explicit refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from argparse import Namespace
+from typing import Any
+
+import pytest
+from miles_verifiers.clients import (
+    UNSUPPORTED_REQUEST_TAG,
+    EngineAddressUnsetError,
+    MilesTrainClient,
+    RendererSpec,
+    engine_url_from_args,
+    growing_pool_class,
+    is_unsupported_request,
+    renderer_identity,
+    shared_renderer_pool,
+)
+from verifiers.v1.errors import ProviderError
+
+from tests.rollout.rollout_support import MODEL
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "identity"),
+    [
+        ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-0.6B"),
+        ("/data/hf/models--Qwen--Qwen3-0.6B/snapshots/abc123", "Qwen/Qwen3-0.6B"),
+        ("/models/Qwen3-8B/", "Qwen/Qwen3-8B"),
+        ("/models/Qwen3-0.6B", None),  # Qwen/ and PrimeIntellect/ differ: ambiguous
+        ("/models/my-policy", None),
+        (None, None),
+    ],
+)
+def test_the_renderer_identity_of_a_checkpoint(
+    checkpoint: str | None, identity: str | None
+) -> None:
+    assert renderer_identity(checkpoint) == identity
+
+
+def test_matches_mapping_to_one_renderer_resolve_to_the_first_id() -> None:
+    model_map = {"org-a/Tiny": "tiny", "org-b/Tiny": "tiny", "org-c/Other": "other"}
+
+    assert renderer_identity("/ckpt/Tiny", model_map) == "org-a/Tiny"
+
+
+def test_the_engine_address_comes_from_the_default_model_router_first() -> None:
+    args = Namespace(
+        sglang_router_ip="10.0.0.1",
+        sglang_router_port=1,
+        sglang_model_routers={"default": ("10.0.0.2", 2)},
+    )
+
+    assert engine_url_from_args(args) == "http://10.0.0.2:2"
+
+
+def test_the_engine_address_falls_back_to_the_router_ip_and_port() -> None:
+    assert (
+        engine_url_from_args(Namespace(sglang_router_ip="10.0.0.1", sglang_router_port=30000))
+        == "http://10.0.0.1:30000"
+    )
+
+
+def test_an_unset_engine_address_is_an_error_saying_when_miles_sets_it() -> None:
+    with pytest.raises(EngineAddressUnsetError, match="after building"):
+        engine_url_from_args(Namespace(sglang_router_ip=None, sglang_router_port=None))
+
+
+@pytest.fixture(scope="module")
+def pool() -> Any:
+    return shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+
+
+def test_the_pool_is_built_once_per_spec(pool: Any) -> None:
+    assert (
+        shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+        is pool
+    )
+    assert isinstance(pool, growing_pool_class())
+
+
+def test_the_pool_adds_a_renderer_only_when_two_renders_overlap() -> None:
+    pool = growing_pool_class()(_qwen_renderer, 2)
+    assert pool.built == 1
+
+    with pool.checkout():
+        pass
+    assert pool.built == 1
+
+    release = threading.Event()
+    holding = threading.Event()
+
+    def hold() -> None:
+        with pool.checkout():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(30)
+    assert pool.render_ids([{"role": "user", "content": "hi"}], add_generation_prompt=True)
+    release.set()
+    holder.join(30)
+    assert pool.built == 2
+
+
+def test_warming_up_fills_the_pool_to_its_size() -> None:
+    pool = growing_pool_class()(_qwen_renderer, 2)
+
+    pool.warm_up()
+
+    assert pool.built == 2
+
+
+def _qwen_renderer() -> Any:
+    from renderers.base import create_renderer, load_tokenizer
+
+    return create_renderer(load_tokenizer(MODEL))
+
+
+def client_for(pool: Any) -> MilesTrainClient:
+    return MilesTrainClient(object(), pool, RendererSpec.build(MODEL, MODEL, {}, 2))
+
+
+@pytest.mark.parametrize("method", ["relay", "relay_aux"])
+def test_streaming_and_auxiliary_routes_are_refused_with_a_fix(pool: Any, method: str) -> None:
+    client = client_for(pool)
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(getattr(client, method)(None, "/v1/messages/count_tokens", {}))
+
+    assert caught.value.status_code == 400
+    assert is_unsupported_request(caught.value)
+    assert "Fix:" in str(caught.value)
+
+
+def test_a_non_chat_dialect_is_refused_with_a_fix(pool: Any) -> None:
+    from verifiers.v1.dialects import DIALECTS, ChatDialect
+
+    other = next(d for d in DIALECTS if not isinstance(d, ChatDialect))
+    client = client_for(pool)
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(client.get_response(other, {}, MODEL, None))
+
+    assert str(caught.value).startswith(UNSUPPORTED_REQUEST_TAG)
+    assert "chat/completions" in str(caught.value)
+
+
+def test_an_ended_client_refuses_requests_without_sending_them(pool: Any) -> None:
+    from verifiers.v1.dialects import ChatDialect
+
+    client = client_for(pool)  # its transport is not a transport: sending would fail differently
+    client.end()
+
+    with pytest.raises(ProviderError, match="has ended"):
+        asyncio.run(client.get_response(ChatDialect(), {"messages": []}, MODEL, None))

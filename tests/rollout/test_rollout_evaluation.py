@@ -1,0 +1,136 @@
+"""Evaluation calls: every task in order, one aligned entry per rollout, failures recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers import VerifiersRolloutFn
+from miles_verifiers.contract.compat import contract
+
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    call,
+    miles_args,
+    point_at,
+    task_data,
+    write_config,
+)
+
+
+def build(args: Any, config: Path, use_config: Any, port: int) -> VerifiersRolloutFn:
+    use_config(config)
+    fn = VerifiersRolloutFn(contract().RolloutFnConstructorInput(args=args, data_source=None))
+    point_at(args, port)
+    return fn
+
+
+def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
+    return call(fn, contract().RolloutFnEvalInput(rollout_id=rollout_id), loop)
+
+
+def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_aligned(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    tasks = task_data(config)
+    args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1, rollout_shuffle=True)
+    fn = build(args, config, use_config, engine_port)
+
+    output = evaluate(fn, miles_loop)
+
+    assert isinstance(output, contract().RolloutFnEvalOutput)
+    assert list(output.data) == ["mv-arith"]
+    entry = output.data["mv-arith"]
+    samples = entry["samples"]
+    assert len(entry["rewards"]) == len(entry["truncated"]) == len(samples) == 6
+    assert [s.metadata["verifiers"]["task_index"] for s in samples] == [
+        t.idx for t in tasks for _ in range(2)
+    ]
+    assert [s.index for s in samples] == list(range(6))
+    assert entry["rewards"] == [float(s.reward) for s in samples]
+    assert entry["truncated"] == [s.status.value == "truncated" for s in samples]
+    assert all(key.startswith("eval/") for key in output.metrics)
+    assert output.metrics["eval/verifiers/num_traces"] == 6
+
+
+def test_failing_eval_episodes_become_failed_entries_instead_of_failing_the_eval(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={
+            "num_tasks": 4,
+            "fault_rate": 0.5,
+            "faults": ["harness_error", "group_reward_error"],
+        },
+    )
+    tasks = task_data(config)
+    args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
+    fn = build(args, config, use_config, engine_port)
+
+    entry = evaluate(fn, miles_loop).data["mv-faulty"]
+
+    statuses = [s.status.value for s in entry["samples"]]
+    assert len(statuses) == len(entry["rewards"]) == len(entry["truncated"]) == 8
+    expected = ["failed" if t.fault else "completed" for t in tasks for _ in range(2)]
+    assert statuses == expected
+    group_failures = [
+        s
+        for s, t in zip(entry["samples"], [t for t in tasks for _ in range(2)], strict=True)
+        if t.fault == "group_reward_error"
+    ]
+    assert group_failures and all(
+        "group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in group_failures
+    )
+
+
+def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
+    args = miles_args(eval_interval=1, eval_max_prompt_len=32)
+    fn = build(args, config, use_config, engine_port)
+
+    entry = evaluate(fn, miles_loop).data["mv-longprompt"]
+
+    assert entry["truncated"] == [True, True]
+    for sample in entry["samples"]:
+        sample.validate()
+        assert sample.tokens == [] and sample.response_length == 0
+        assert sample.status.value == "truncated"
+        assert sample.metadata["verifiers"]["empty_trace"] is True
+    assert engine.stats().generate_calls == 0
+
+
+def test_eval_uses_the_eval_sampling_flags(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
+    args = miles_args(
+        eval_interval=1, eval_temperature=0.25, eval_max_response_len=48, rollout_temperature=0.9
+    )
+    fn = build(args, config, use_config, engine_port)
+
+    evaluate(fn, miles_loop)
+
+    params = [body["sampling_params"] for body in engine.bodies]
+    assert params and all(p["temperature"] == 0.25 and p["max_new_tokens"] <= 48 for p in params)

@@ -1,0 +1,394 @@
+"""Training calls, driven as Miles drives them, against the loopback engine and real episodes."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+from miles_verifiers.contract.compat import contract
+from miles_verifiers.conversion import MultipleBranchesError
+from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
+from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
+from miles_verifiers.scheduling import DispatchBudgetError, read_state
+from miles_verifiers.training import ReplacementBudgetError, UnsupportedRequestRunError
+
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    call,
+    fingerprint,
+    flat,
+    miles_args,
+    point_at,
+    task_data,
+    task_prompts,
+    write_config,
+)
+
+TRAINABLE = {"completed", "truncated"}
+
+
+def build(
+    args: Any, config: Path, use_config: Any, port: int, settings: AdapterSettings | None = None
+) -> VerifiersRolloutFn:
+    use_config(config)
+    fn = VerifiersRolloutFn(
+        contract().RolloutFnConstructorInput(args=args, data_source=None), settings=settings
+    )
+    point_at(args, port)  # Miles sets the router address after construction
+    return fn
+
+
+def train(fn: Any, rollout_id: int, loop: MilesLoop, weight_version: int | None = None) -> Any:
+    return call(
+        fn,
+        contract().RolloutFnTrainInput(rollout_id=rollout_id, weight_version=weight_version),
+        loop,
+    )
+
+
+def prompt_of(sample: Any, prompts: list[str]) -> str:
+    found = [p for p in prompts if p in str(sample.prompt)]
+    assert len(found) == 1, f"sample prompt {sample.prompt!r} matches {found}"
+    return found[0]
+
+
+def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_order(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
+    prompts = task_prompts(config)
+    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=4)
+    fn = build(args, config, use_config, engine_port)
+
+    outputs = [train(fn, rollout_id, miles_loop, weight_version=7) for rollout_id in range(2)]
+
+    stream = itertools.cycle(prompts)
+    for output in outputs:
+        assert isinstance(output, contract().RolloutFnTrainOutput)
+        assert [len(group) for group in output.samples] == [2, 2, 2]
+        for group in output.samples:
+            expected = next(stream)
+            offsets = {s.group_index for s in group}
+            assert len(offsets) == 1
+            for k, sample in enumerate(group):
+                sample.validate()
+                assert sample.status.value in TRAINABLE
+                assert prompt_of(sample, prompts) == expected
+                assert sample.index == sample.group_index * 2 + k
+                assert sample.weight_versions == ["7"]
+                assert sample.routing_key == sample.metadata["verifiers"]["trace_id"]
+                assert sample.response_length > 0 and sample.loss_mask[0] == 1
+
+
+def test_same_seeds_give_identical_samples_whatever_the_completion_timing(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    runs = []
+    for jitter_seed in (1, 2):
+        engine.set_faults(
+            FaultPlan(delay=0.5, delay_s=0.05, seed=jitter_seed)
+        )  # reorders completions
+        args = miles_args(
+            rollout_batch_size=2,
+            over_sampling_batch_size=3,
+            sglang_enable_deterministic_inference=True,
+        )
+        fn = build(args, config, use_config, engine_port)
+        runs.append(
+            [[fingerprint(s) for s in flat(train(fn, r, miles_loop).samples)] for r in range(2)]
+        )
+
+    assert runs[0] == runs[1]
+
+
+def test_a_run_resumed_from_saved_state_continues_exactly_like_an_uninterrupted_one(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5, "seed": 3})
+    prompts = task_prompts(config)
+
+    def fresh_args(save: Path) -> Any:
+        args = miles_args(
+            rollout_batch_size=2,
+            n_samples_per_prompt=1,
+            over_sampling_batch_size=3,
+            rollout_shuffle=True,
+            sglang_enable_deterministic_inference=True,
+            dynamic_sampling_filter_path="tests.rollout.hooks_for_tests.drop_listed_prompts",
+            save=str(save),
+        )
+        args.test_drop_prompts = [prompts[1], prompts[3]]
+        return args
+
+    args = fresh_args(tmp_path / "straight")
+    straight_fn = build(args, config, use_config, engine_port)
+    straight = [
+        [fingerprint(s) for s in flat(train(straight_fn, r, miles_loop).samples)] for r in range(4)
+    ]
+
+    args = fresh_args(tmp_path / "stopped")
+    first_process = build(args, config, use_config, engine_port)
+    for rollout_id in range(2):
+        train(first_process, rollout_id, miles_loop)
+    resumed_args = fresh_args(tmp_path / "stopped")
+    second_process = build(resumed_args, config, use_config, engine_port)
+    resumed = [
+        [fingerprint(s) for s in flat(train(second_process, r, miles_loop).samples)] for r in (2, 3)
+    ]
+
+    assert resumed == straight[2:]
+    assert read_state(tmp_path / "stopped") is not None
+
+
+def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_and_says_so(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 10})
+    prompts = task_prompts(config)
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1)
+    fn = build(args, config, use_config, engine_port)
+
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.training"):
+        output = train(fn, 3, miles_loop)
+        train(fn, 4, miles_loop)
+
+    assert [prompt_of(g[0], prompts) for g in output.samples] == prompts[6:8]
+    warnings = [r for r in caplog.records if "rollout_id x --rollout-batch-size" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    engine.set_faults(
+        FaultPlan(server_error=0.05, abort=0.05, drop_connection=0.05, malformed_body=0.05, seed=11)
+    )
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2)
+    fn = build(args, config, use_config, engine_port)
+
+    outputs = [train(fn, r, miles_loop) for r in range(2)]
+
+    assert sum(engine.stats().faults.values()) > 0
+    for output in outputs:
+        assert [len(g) for g in output.samples] == [2, 2, 2]
+        for sample in flat(output.samples):
+            sample.validate()
+            assert sample.status.value in TRAINABLE
+
+
+def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_error(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
+    )
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
+    fn = build(args, config, use_config, engine_port, AdapterSettings(dispatch_budget_factor=3))
+
+    with pytest.raises(ReplacementBudgetError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert isinstance(caught.value, DispatchBudgetError)
+    assert caught.value.drop_reasons == {"trace_error": 3}
+    message = str(caught.value)
+    assert "'trace_error'" in message and "HarnessError" in message
+
+
+def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={
+            "num_tasks": 2,
+            "fault_rate": 1.0,
+            "faults": ["timeout"],
+            "timeout_s": 30,
+            "slow_step_s": 60,
+        },
+    )
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
+    settings = AdapterSettings(episode_timeout_s=0.5, dispatch_budget_factor=2)
+    fn = build(args, config, use_config, engine_port, settings)
+
+    with pytest.raises(ReplacementBudgetError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert caught.value.drop_reasons == {"episode_timeout": 2}
+    assert "deadline" in str(caught.value)
+
+
+def test_groups_whose_rollouts_never_reach_the_model_are_dropped_as_empty_traces(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
+    args = miles_args(rollout_batch_size=1, rollout_max_prompt_len=32)
+    fn = build(args, config, use_config, engine_port, AdapterSettings(dispatch_budget_factor=2))
+
+    with pytest.raises(ReplacementBudgetError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert caught.value.drop_reasons == {"empty_trace": 2}
+    assert "context_length" in str(caught.value)
+    assert engine.stats().generate_calls == 0
+
+
+def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={
+            "num_tasks": 6,
+            "seed": 1,
+            "fault_rate": 0.5,
+            "faults": ["reward_error", "group_reward_error"],
+        },
+    )
+    tasks = task_data(config)
+    healthy = [t.idx for t in tasks if t.fault is None]
+    faults = [t.fault for t in tasks]
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    fn = build(args, config, use_config, engine_port)
+
+    output = train(fn, 0, miles_loop)
+
+    assert [g[0].metadata["verifiers"]["task_index"] for g in output.samples] == healthy[:2]
+    skipped = faults[: healthy[1]]
+    metrics = output.metrics
+    assert metrics.get("rollout/dynamic_filter/drop_trace_error", 0) == skipped.count(
+        "reward_error"
+    )
+    assert metrics.get("rollout/dynamic_filter/drop_episode_error", 0) == skipped.count(
+        "group_reward_error"
+    )
+    assert metrics["verifiers/groups_dropped"] == len(skipped) - skipped.count(None)
+
+
+def test_multi_branch_traces_are_rejected_with_the_count_and_leftover_work_is_stopped(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path, "mv_compact", taskset={"num_tasks": 4, "steps": 6}, harness={"compact_every": 2}
+    )
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, over_sampling_batch_size=3)
+    fn = build(args, config, use_config, engine_port)
+
+    with pytest.raises(MultipleBranchesError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert caught.value.branch_count == 3
+    message = str(caught.value)
+    assert "3 branches" in message and "compact" in message and "enable_thinking" in message
+    calls_at_return = engine.stats().generate_calls
+    time.sleep(0.3)
+    assert engine.in_flight == 0
+    assert engine.stats().generate_calls == calls_at_return, (
+        "cancelled episodes kept calling the engine"
+    )
+
+
+def test_group_rewards_land_on_the_samples_that_earned_them(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+    qwen_tokenizer: Any,
+) -> None:
+    engine.set_policy(PolicyConfig(accuracy=0.5, seed=5))
+    engine.set_faults(FaultPlan(delay=0.6, delay_s=0.03, seed=9))  # completions out of order
+    config = write_config(tmp_path, "mv_group", taskset={"num_tasks": 3, "seed": 11})
+    label_of = {t.idx: int(t.label) for t in task_data(config)}
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=4, over_sampling_batch_size=3)
+    fn = build(args, config, use_config, engine_port)
+
+    output = train(fn, 0, miles_loop)
+
+    for group in output.samples:
+        answers = [
+            parse_answer(qwen_tokenizer.decode(s.tokens[len(s.tokens) - s.response_length :]))
+            for s in group
+        ]
+        label = label_of[group[0].metadata["verifiers"]["task_index"]]
+        expected = [
+            float(a == label) + 0.5 * g
+            for a, g in zip(answers, peer_agreement(answers), strict=True)
+        ]
+        assert [s.reward for s in group] == pytest.approx(expected)
+
+
+def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    use_config: Any,
+    tmp_path: Path,
+    unregistered_checkpoint: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_tools", taskset={"num_tasks": 2})
+    args = miles_args(
+        hf_checkpoint=str(unregistered_checkpoint),
+        apply_chat_template_kwargs={},
+        rollout_batch_size=1,
+        n_samples_per_prompt=1,
+    )
+    fn = build(args, config, use_config, engine_port)
+
+    with pytest.raises(UnsupportedRequestRunError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert "--hf-checkpoint or --sglang-tokenizer-path" in str(caught.value)
