@@ -14,43 +14,17 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from miles_verifiers.fixtures.engine.schema_gate import SAMPLING_FIELDS_0_5_15
 
 from conformance.budget import budget
 from conformance.checks import check_round_trip, check_train_output
 from conformance.miles_side import miles_args
 from conformance.world import GenerateCall, MilesWorld, write_config
 
-# SGLang 0.5.15's SamplingParams fields (the older, stricter release Miles supports; 0.5.23
-# adds beam_width and watermark). Any other key is a 500 (0.5.15) or a 400 (0.5.23).
-SGLANG_SAMPLING_KEYS = frozenset(
-    {
-        "max_new_tokens",
-        "min_new_tokens",
-        "stop",
-        "stop_token_ids",
-        "stop_regex",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "n",
-        "json_schema",
-        "regex",
-        "ebnf",
-        "structural_tag",
-        "ignore_eos",
-        "skip_special_tokens",
-        "spaces_between_special_tokens",
-        "no_stop_trim",
-        "logit_bias",
-        "custom_params",
-        "stream_interval",
-        "sampling_seed",
-    }
-)
+# The sampling keys SGLang 0.5.15 accepts (the older, stricter release Miles supports; 0.5.23
+# adds beam_width and watermark), as the loopback engine's schema gate knows them: any other
+# key is a 500 (0.5.15) or a 400 (0.5.23).
+SGLANG_SAMPLING_KEYS = frozenset(SAMPLING_FIELDS_0_5_15)
 # Qwen3's generation prompt, and the empty thinking block enable_thinking=false adds to it.
 QWEN3_ASSISTANT_OPEN = [151644, 77091, 198]
 QWEN3_EMPTY_THINKING = [151667, 271, 151668, 271]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -21,6 +23,7 @@ from miles_verifiers.fixtures.engine.policy import (
     sample_key,
     scan_prompt,
 )
+from miles_verifiers.fixtures.protocol import random_question
 
 from tests.engine.engine_support import (
     CALCULATOR_TOOL,
@@ -51,10 +54,9 @@ def test_questions_are_read_in_the_protocol_form() -> None:
 
 
 def test_questions_are_read_like_the_fixture_tasksets_write_them() -> None:
-    protocol = pytest.importorskip("miles_verifiers.fixtures.harness.protocol")
     rng = random.Random(7)
     for _ in range(200):
-        question = protocol.random_question(rng)
+        question = random_question(rng)
         (found,) = find_questions(f"Please: {question.text}")
         assert (found.a, found.op, found.b, found.answer) == (
             question.a,
@@ -62,6 +64,14 @@ def test_questions_are_read_like_the_fixture_tasksets_write_them() -> None:
             question.b,
             question.answer,
         )
+
+
+def test_the_engine_reads_the_protocol_without_importing_verifiers() -> None:
+    # The protocol lives outside the fixture harness package so the engine stays light.
+    code = (
+        "import sys, miles_verifiers.fixtures.engine.policy; sys.exit('verifiers' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
 def test_chatml_prompt_splits_into_turns_with_tool_results_as_tool_turns() -> None:

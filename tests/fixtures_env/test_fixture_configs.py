@@ -4,6 +4,7 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers.fixtures.harness import FixtureHarness, FixtureHarnessConfig
+from tests.fixture_tasksets import FIXTURE_TASKSETS
 from tests.fixtures_env.fixture_env_support import (
     CONFIG_DIR,
     ScriptedClient,
@@ -11,15 +12,7 @@ from tests.fixtures_env.fixture_env_support import (
     model_context,
 )
 
-NAMES = [
-    "mv_arith",
-    "mv_dialogue",
-    "mv_tools",
-    "mv_group",
-    "mv_compact",
-    "mv_longprompt",
-    "mv_faulty",
-]
+NAMES = list(FIXTURE_TASKSETS)
 
 
 def test_every_fixture_taskset_has_a_config():

@@ -7,6 +7,7 @@ from miles_verifiers.fixtures.harness.protocol import (
     Question,
     find_questions,
     format_answer,
+    fraction_correct,
     parse_answer,
     peer_agreement,
     random_question,
@@ -75,3 +76,17 @@ def test_peer_agreement_is_the_share_of_other_rollouts_with_the_same_answer():
 def test_peer_agreement_needs_a_group():
     with pytest.raises(ValueError, match="at least 2"):
         peer_agreement([4])
+
+
+def test_fraction_correct_scores_replies_in_order_and_counts_missing_ones_as_misses():
+    replies = [format_answer(3), format_answer(9), None]
+    assert fraction_correct(replies, [3, 5, 7, 8]) == 1 / 4
+
+
+def test_fraction_correct_ignores_replies_past_the_last_answer():
+    assert fraction_correct([format_answer(3), format_answer(4)], [3]) == 1.0
+
+
+def test_fraction_correct_needs_an_expected_answer():
+    with pytest.raises(ValueError, match="at least one"):
+        fraction_correct([format_answer(3)], [])

@@ -7,9 +7,10 @@ packages must be installed (``pip install --no-deps ./fixtures/environments/<nam
 
 from __future__ import annotations
 
-import importlib.util
 import os
+from argparse import Namespace
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,25 +19,16 @@ from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
 for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)
 
-from tests.rollout.rollout_support import MODEL, MilesLoop, RecordingEngine
-
-TASKSETS = (
-    "mv_arith",
-    "mv_dialogue",
-    "mv_tools",
-    "mv_group",
-    "mv_compact",
-    "mv_longprompt",
-    "mv_faulty",
+from tests.fixture_tasksets import require_installed
+from tests.rollout.rollout_support import (
+    MODEL,
+    MilesLoop,
+    RecordingEngine,
+    RolloutFnFactory,
+    point_at,
 )
-_missing = [name for name in TASKSETS if importlib.util.find_spec(name) is None]
-if _missing:
-    raise ImportError(
-        "fixture taskset packages are not installed: "
-        + ", ".join(_missing)
-        + ". From the repository root: "
-        + "; ".join(f"pip install --no-deps ./fixtures/environments/{name}" for name in _missing)
-    )
+
+require_installed()
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +56,31 @@ def engine(engine_server: tuple[RecordingEngine, int]) -> Iterator[RecordingEngi
 @pytest.fixture
 def engine_port(engine_server: tuple[RecordingEngine, int]) -> int:
     return engine_server[1]
+
+
+@pytest.fixture
+def build_rollout_fn(
+    engine: RecordingEngine, engine_port: int, use_config: Any
+) -> RolloutFnFactory:
+    """Construct the rollout function as Miles does: ``VERIFIERS_CONFIG`` set, construction
+    with no engine address, then the router address put on the same args."""
+    from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+    from miles_verifiers.contract.compat import contract
+
+    def build(
+        args: Namespace,
+        config: Path,
+        settings: AdapterSettings | None = None,
+        *,
+        data_source: Any = None,
+    ) -> VerifiersRolloutFn:
+        use_config(config)
+        constructor_input = contract().RolloutFnConstructorInput(args=args, data_source=data_source)
+        fn = VerifiersRolloutFn(constructor_input, settings=settings)
+        point_at(args, engine_port)
+        return fn
+
+    return build
 
 
 @pytest.fixture(scope="session")

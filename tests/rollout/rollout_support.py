@@ -28,6 +28,10 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 MODEL = "Qwen/Qwen3-0.6B"
 CALL_DEADLINE_S = 90.0
 
+RolloutFnFactory = Callable[..., Any]
+"""``(args, config, settings=None, *, data_source=None)`` -> a constructed rollout function
+pointed at the loopback engine (the ``build_rollout_fn`` fixture)."""
+
 
 class RecordingEngine(LoopbackEngine):
     """The loopback engine, also keeping the ``/generate`` bodies and abort rids it receives."""

@@ -17,6 +17,7 @@ from miles_verifiers.rollout import LEGACY_CACHE_SIZE, _legacy_instance
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
+    RolloutFnFactory,
     call,
     fingerprint,
     flat,
@@ -30,18 +31,6 @@ from tests.rollout.rollout_support import (
 HOOKS = "tests.rollout.hooks_for_tests"
 
 
-def build(args: Any, config: Path, use_config: Any, port: int, **kwargs: Any) -> VerifiersRolloutFn:
-    use_config(config)
-    fn = VerifiersRolloutFn(
-        contract().RolloutFnConstructorInput(
-            args=args, data_source=kwargs.pop("data_source", None)
-        ),
-        **kwargs,
-    )
-    point_at(args, port)
-    return fn
-
-
 def train_input(rollout_id: int) -> Any:
     return contract().RolloutFnTrainInput(rollout_id=rollout_id)
 
@@ -52,9 +41,8 @@ def eval_input(rollout_id: int) -> Any:
 
 def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_other(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
@@ -68,7 +56,7 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
             eval_interval=1,
             sglang_enable_deterministic_inference=True,
         )
-        return args, build(args, config, use_config, engine_port)
+        return args, build_rollout_fn(args, config)
 
     _, alone = fresh()
     expected = [
@@ -96,15 +84,14 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
 
 def test_leaving_a_call_cancels_its_episodes_and_aborts_only_its_own_requests(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
     engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
     args = miles_args(eval_interval=1)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     async def start_then_leave() -> tuple[str, list[Any]]:
         scope = fn._scope("eval")
@@ -163,9 +150,8 @@ def test_the_legacy_instance_cache_is_bounded(use_config: Any, tmp_path: Path) -
 
 def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
@@ -175,7 +161,7 @@ def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
         rollout_sample_filter_path=f"{HOOKS}.remember_returned_groups",
         rollout_all_samples_process_path=f"{HOOKS}.remember_all_groups",
     )
-    fn = build(args, config, use_config, engine_port, data_source=data_source)
+    fn = build_rollout_fn(args, config, data_source=data_source)
 
     output = call(fn, train_input(0), miles_loop)
 
@@ -190,16 +176,15 @@ def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
 
 def test_a_group_reward_model_scores_each_group_in_one_call(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
     args = miles_args(
         n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward"
     )
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = call(fn, train_input(0), miles_loop)
 
@@ -208,14 +193,13 @@ def test_a_group_reward_model_scores_each_group_in_one_call(
 
 def test_a_scalar_reward_model_with_a_reward_key_fails_with_the_flags_to_change(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
     args = miles_args(custom_rm_path=f"{HOOKS}.scalar_reward", reward_key="correct")
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     with pytest.raises(ValueError, match="--reward-key"):
         call(fn, train_input(0), miles_loop)
@@ -223,9 +207,8 @@ def test_a_scalar_reward_model_with_a_reward_key_fails_with_the_flags_to_change(
 
 def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
@@ -234,7 +217,7 @@ def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
         rollout_batch_size=2, dynamic_sampling_filter_path=f"{HOOKS}.drop_listed_prompts"
     )
     args.test_drop_prompts = [prompts[0]]
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = call(fn, train_input(0), miles_loop)
 
@@ -245,14 +228,13 @@ def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
 
 def test_a_reward_key_trains_on_that_component_of_a_dict_reward(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_group", taskset={"num_tasks": 2})
     args = miles_args(reward_key="agreement")
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = call(fn, train_input(0), miles_loop)
 
@@ -266,9 +248,8 @@ def test_a_reward_key_trains_on_that_component_of_a_dict_reward(
 @pytest.mark.slow
 def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_promptly(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -282,7 +263,7 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
         rollout_max_response_len=128,
     )
     settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
-    fn = build(args, config, use_config, engine_port, settings=settings)
+    fn = build_rollout_fn(args, config, settings=settings)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes"):
         output = call(fn, train_input(0), miles_loop)

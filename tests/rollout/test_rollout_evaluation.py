@@ -5,25 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers import VerifiersRolloutFn
 from miles_verifiers.contract.compat import contract
 
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
+    RolloutFnFactory,
     call,
     miles_args,
-    point_at,
     task_data,
     write_config,
 )
-
-
-def build(args: Any, config: Path, use_config: Any, port: int) -> VerifiersRolloutFn:
-    use_config(config)
-    fn = VerifiersRolloutFn(contract().RolloutFnConstructorInput(args=args, data_source=None))
-    point_at(args, port)
-    return fn
 
 
 def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
@@ -32,15 +24,14 @@ def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
 
 def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_aligned(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
     tasks = task_data(config)
     args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1, rollout_shuffle=True)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = evaluate(fn, miles_loop)
 
@@ -61,9 +52,8 @@ def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_ali
 
 def test_failing_eval_episodes_become_failed_entries_instead_of_failing_the_eval(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(
@@ -77,7 +67,7 @@ def test_failing_eval_episodes_become_failed_entries_instead_of_failing_the_eval
     )
     tasks = task_data(config)
     args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     entry = evaluate(fn, miles_loop).data["mv-faulty"]
 
@@ -97,14 +87,13 @@ def test_failing_eval_episodes_become_failed_entries_instead_of_failing_the_eval
 
 def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
     args = miles_args(eval_interval=1, eval_max_prompt_len=32)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     entry = evaluate(fn, miles_loop).data["mv-longprompt"]
 
@@ -119,16 +108,15 @@ def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(
 
 def test_eval_uses_the_eval_sampling_flags(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
     args = miles_args(
         eval_interval=1, eval_temperature=0.25, eval_max_response_len=48, rollout_temperature=0.9
     )
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     evaluate(fn, miles_loop)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+from miles_verifiers import AdapterSettings
 from miles_verifiers.contract.compat import contract
 from miles_verifiers.conversion import MultipleBranchesError
 from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
@@ -20,28 +20,17 @@ from miles_verifiers.training import ReplacementBudgetError, UnsupportedRequestR
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
+    RolloutFnFactory,
     call,
     fingerprint,
     flat,
     miles_args,
-    point_at,
     task_data,
     task_prompts,
     write_config,
 )
 
 TRAINABLE = {"completed", "truncated"}
-
-
-def build(
-    args: Any, config: Path, use_config: Any, port: int, settings: AdapterSettings | None = None
-) -> VerifiersRolloutFn:
-    use_config(config)
-    fn = VerifiersRolloutFn(
-        contract().RolloutFnConstructorInput(args=args, data_source=None), settings=settings
-    )
-    point_at(args, port)  # Miles sets the router address after construction
-    return fn
 
 
 def train(fn: Any, rollout_id: int, loop: MilesLoop, weight_version: int | None = None) -> Any:
@@ -60,15 +49,14 @@ def prompt_of(sample: Any, prompts: list[str]) -> str:
 
 def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_order(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
     prompts = task_prompts(config)
     args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=4)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     outputs = [train(fn, rollout_id, miles_loop, weight_version=7) for rollout_id in range(2)]
 
@@ -92,9 +80,8 @@ def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_
 
 def test_same_seeds_give_identical_samples_whatever_the_completion_timing(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
@@ -108,7 +95,7 @@ def test_same_seeds_give_identical_samples_whatever_the_completion_timing(
             over_sampling_batch_size=3,
             sglang_enable_deterministic_inference=True,
         )
-        fn = build(args, config, use_config, engine_port)
+        fn = build_rollout_fn(args, config)
         runs.append(
             [[fingerprint(s) for s in flat(train(fn, r, miles_loop).samples)] for r in range(2)]
         )
@@ -118,9 +105,8 @@ def test_same_seeds_give_identical_samples_whatever_the_completion_timing(
 
 def test_a_run_resumed_from_saved_state_continues_exactly_like_an_uninterrupted_one(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5, "seed": 3})
@@ -140,17 +126,17 @@ def test_a_run_resumed_from_saved_state_continues_exactly_like_an_uninterrupted_
         return args
 
     args = fresh_args(tmp_path / "straight")
-    straight_fn = build(args, config, use_config, engine_port)
+    straight_fn = build_rollout_fn(args, config)
     straight = [
         [fingerprint(s) for s in flat(train(straight_fn, r, miles_loop).samples)] for r in range(4)
     ]
 
     args = fresh_args(tmp_path / "stopped")
-    first_process = build(args, config, use_config, engine_port)
+    first_process = build_rollout_fn(args, config)
     for rollout_id in range(2):
         train(first_process, rollout_id, miles_loop)
     resumed_args = fresh_args(tmp_path / "stopped")
-    second_process = build(resumed_args, config, use_config, engine_port)
+    second_process = build_rollout_fn(resumed_args, config)
     resumed = [
         [fingerprint(s) for s in flat(train(second_process, r, miles_loop).samples)] for r in (2, 3)
     ]
@@ -161,16 +147,15 @@ def test_a_run_resumed_from_saved_state_continues_exactly_like_an_uninterrupted_
 
 def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_and_says_so(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 10})
     prompts = task_prompts(config)
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers.training"):
         output = train(fn, 3, miles_loop)
@@ -183,9 +168,8 @@ def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_an
 
 def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     engine.set_faults(
@@ -193,7 +177,7 @@ def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults
     )
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
     args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     outputs = [train(fn, r, miles_loop) for r in range(2)]
 
@@ -207,9 +191,8 @@ def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults
 
 def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_error(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(
@@ -218,7 +201,7 @@ def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_e
         taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
-    fn = build(args, config, use_config, engine_port, AdapterSettings(dispatch_budget_factor=3))
+    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
 
     with pytest.raises(ReplacementBudgetError) as caught:
         train(fn, 0, miles_loop)
@@ -231,9 +214,8 @@ def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_e
 
 def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(
@@ -249,7 +231,7 @@ def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
     settings = AdapterSettings(episode_timeout_s=0.5, dispatch_budget_factor=2)
-    fn = build(args, config, use_config, engine_port, settings)
+    fn = build_rollout_fn(args, config, settings)
 
     with pytest.raises(ReplacementBudgetError) as caught:
         train(fn, 0, miles_loop)
@@ -260,14 +242,13 @@ def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
 
 def test_groups_whose_rollouts_never_reach_the_model_are_dropped_as_empty_traces(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
     args = miles_args(rollout_batch_size=1, rollout_max_prompt_len=32)
-    fn = build(args, config, use_config, engine_port, AdapterSettings(dispatch_budget_factor=2))
+    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=2))
 
     with pytest.raises(ReplacementBudgetError) as caught:
         train(fn, 0, miles_loop)
@@ -279,9 +260,8 @@ def test_groups_whose_rollouts_never_reach_the_model_are_dropped_as_empty_traces
 
 def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(
@@ -298,7 +278,7 @@ def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
     healthy = [t.idx for t in tasks if t.fault is None]
     faults = [t.fault for t in tasks]
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = train(fn, 0, miles_loop)
 
@@ -316,16 +296,15 @@ def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
 
 def test_multi_branch_traces_are_rejected_with_the_count_and_leftover_work_is_stopped(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
     config = write_config(
         tmp_path, "mv_compact", taskset={"num_tasks": 4, "steps": 6}, harness={"compact_every": 2}
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, over_sampling_batch_size=3)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     with pytest.raises(MultipleBranchesError) as caught:
         train(fn, 0, miles_loop)
@@ -343,9 +322,8 @@ def test_multi_branch_traces_are_rejected_with_the_count_and_leftover_work_is_st
 
 def test_group_rewards_land_on_the_samples_that_earned_them(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
     qwen_tokenizer: Any,
 ) -> None:
@@ -354,7 +332,7 @@ def test_group_rewards_land_on_the_samples_that_earned_them(
     config = write_config(tmp_path, "mv_group", taskset={"num_tasks": 3, "seed": 11})
     label_of = {t.idx: int(t.label) for t in task_data(config)}
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=4, over_sampling_batch_size=3)
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     output = train(fn, 0, miles_loop)
 
@@ -373,9 +351,8 @@ def test_group_rewards_land_on_the_samples_that_earned_them(
 
 def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
     engine: RecordingEngine,
-    engine_port: int,
     miles_loop: MilesLoop,
-    use_config: Any,
+    build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
     unregistered_checkpoint: Path,
 ) -> None:
@@ -386,7 +363,7 @@ def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
         rollout_batch_size=1,
         n_samples_per_prompt=1,
     )
-    fn = build(args, config, use_config, engine_port)
+    fn = build_rollout_fn(args, config)
 
     with pytest.raises(UnsupportedRequestRunError) as caught:
         train(fn, 0, miles_loop)
