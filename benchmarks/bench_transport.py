@@ -1,0 +1,253 @@
+"""What the adapter's transport costs per request, next to a plain ``httpx`` post.
+
+Both clients send the same SGLang ``/generate`` payload to the same zero-latency engine in one
+run: the transport receives the body Renderers would post and translates it; the plain
+client posts the translation made beforehand. Each side parses the JSON it returns to its
+caller. The difference is the transport's overhead (translation, checks, retries
+bookkeeping, response conversion). A plain aiohttp post of the same payload is measured
+alongside, as a reference for what the HTTP client itself costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import httpx
+
+from benchmarks.procstat import self_cpu_seconds
+from benchmarks.prompts import renderers_generate_body
+from benchmarks.recorder import Recorder
+from benchmarks.rollouts import MODEL_ID
+from benchmarks.scale import Scale
+
+MAX_TOKENS = 32
+GENERATE_PATH = "/inference/v1/generate"
+
+
+@dataclass(frozen=True)
+class Timed:
+    wall_s: float
+    cpu_s: float
+    requests: int
+
+    @property
+    def ms_per_request(self) -> float:
+        return 1000 * self.wall_s / self.requests
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_s / self.requests
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.wall_s
+
+
+async def _run(send: Callable[[int], Awaitable[Any]], requests: int, concurrency: int) -> Timed:
+    counter = iter(range(requests))
+
+    async def worker() -> None:
+        for index in counter:
+            await send(index)
+
+    for index in range(min(8, requests)):  # warm the connection pool and code paths
+        await send(index)
+    cpu, started = self_cpu_seconds(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return Timed(time.perf_counter() - started, self_cpu_seconds() - cpu, requests)
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    transport: Timed
+    httpx: Timed
+    aiohttp: Timed
+
+
+async def _side_by_side(
+    url: str, prompts: list[tuple[int, ...]], requests: int, concurrency: int, rotation: int
+) -> SideBySide:
+    from miles_verifiers.transport import SGLangTransport, TransportSettings
+    from miles_verifiers.transport.request import build_generate_call
+
+    settings = TransportSettings(
+        engine_url=url, max_response_len=MAX_TOKENS, served_model_names=(MODEL_ID,)
+    )
+    transport = SGLangTransport(settings)
+    bodies = [
+        renderers_generate_body(prompts[i % len(prompts)], max_tokens=MAX_TOKENS)
+        for i in range(requests)
+    ]
+    payloads = [
+        build_generate_call(
+            body, settings=settings, rid=f"plain-{i}", session_id=None, first_prompt=True
+        ).payload
+        for i, body in enumerate(bodies)
+    ]
+    # The same pool size and timeouts the transport configures for itself.
+    limits = httpx.Limits(
+        max_connections=settings.max_connections, max_keepalive_connections=settings.max_connections
+    )
+    plain = httpx.AsyncClient(limits=limits, timeout=settings.timeouts.to_httpx())
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=settings.max_connections))
+    generate_url, transport_url = f"{url}/generate", f"{url}{GENERATE_PATH}"
+
+    async def via_transport(index: int) -> Any:
+        response = await transport.post(
+            transport_url,
+            cast_to=httpx.Response,
+            body=bodies[index],
+            options={"headers": {"X-Session-ID": f"s{index}"}},
+        )
+        return response.json()
+
+    async def via_httpx(index: int) -> Any:
+        response = await plain.post(generate_url, json=payloads[index])
+        response.raise_for_status()
+        return response.json()
+
+    async def via_aiohttp(index: int) -> Any:
+        async with session.post(generate_url, json=payloads[index]) as response:
+            response.raise_for_status()
+            return await response.json()
+
+    sides = {"transport": via_transport, "httpx": via_httpx, "aiohttp": via_aiohttp}
+    names = list(sides)
+    # Rotate the order from round to round so no client always meets a warmer engine.
+    order = names[rotation % 3 :] + names[: rotation % 3]
+    timed: dict[str, Timed] = {}
+    try:
+        for name in order:
+            timed[name] = await _run(sides[name], requests, concurrency)
+    finally:
+        await transport.close()
+        await plain.aclose()
+        await session.close()
+    return SideBySide(**timed)
+
+
+def _measure(benchmark, scale: Scale, url: str, prompts, concurrency: int) -> list[SideBySide]:
+    rounds: list[SideBySide] = []
+
+    def one_round() -> None:
+        rounds.append(
+            asyncio.run(
+                _side_by_side(
+                    url, prompts, scale.transport_requests, concurrency, rotation=len(rounds)
+                )
+            )
+        )
+
+    benchmark.pedantic(one_round, rounds=scale.rounds, iterations=1, warmup_rounds=0)
+    return rounds
+
+
+def _record_common(
+    recorder: Recorder, key: str, rounds: list[SideBySide], params: dict[str, int]
+) -> None:
+    for side, label in (
+        ("transport", "adapter transport"),
+        ("httpx", "plain httpx post"),
+        ("aiohttp", "plain aiohttp post (reference)"),
+    ):
+        recorder.record(
+            f"{key}.{side}_cpu_ms_per_request",
+            [getattr(r, side).cpu_ms_per_request for r in rounds],
+            group="transport",
+            label=f"{label}: client CPU per request",
+            unit="ms",
+            better="lower",
+            **params,
+        )
+    recorder.record(
+        f"{key}.cpu_overhead_ms_per_request",
+        [r.transport.cpu_ms_per_request - r.httpx.cpu_ms_per_request for r in rounds],
+        group="transport",
+        label="transport overhead over httpx: client CPU per request",
+        unit="ms",
+        better="lower",
+        **params,
+    )
+
+
+def test_transport_overhead_one_request_at_a_time(
+    benchmark, scale: Scale, recorder: Recorder, zero_latency_engine, prompts
+) -> None:
+    url, _ = zero_latency_engine
+    rounds = _measure(benchmark, scale, url, prompts, concurrency=1)
+    params = {"concurrency": 1}
+    _record_common(recorder, "transport.c1", rounds, params)
+    recorder.record(
+        "transport.c1.transport_ms_per_request",
+        [r.transport.ms_per_request for r in rounds],
+        group="transport",
+        label="adapter transport: latency per request",
+        unit="ms",
+        better="lower",
+        **params,
+    )
+    recorder.record(
+        "transport.c1.httpx_ms_per_request",
+        [r.httpx.ms_per_request for r in rounds],
+        group="transport",
+        label="plain httpx post: latency per request",
+        unit="ms",
+        better="lower",
+        **params,
+    )
+    recorder.record(
+        "transport.c1.overhead_ms_per_request",
+        [r.transport.ms_per_request - r.httpx.ms_per_request for r in rounds],
+        group="transport",
+        label="transport overhead over httpx: latency per request",
+        unit="ms",
+        better="lower",
+        **params,
+    )
+
+
+def test_transport_throughput_concurrent(
+    benchmark, scale: Scale, recorder: Recorder, zero_latency_engine, prompts
+) -> None:
+    url, _ = zero_latency_engine
+    concurrency = scale.transport_concurrency
+    rounds = _measure(benchmark, scale, url, prompts, concurrency=concurrency)
+    key, params = f"transport.c{concurrency}", {"concurrency": concurrency}
+    _record_common(recorder, key, rounds, params)
+    recorder.record(
+        f"{key}.transport_requests_per_s",
+        [r.transport.requests_per_s for r in rounds],
+        group="transport",
+        label="adapter transport: requests/s",
+        unit="requests/s",
+        **params,
+    )
+    recorder.record(
+        f"{key}.httpx_requests_per_s",
+        [r.httpx.requests_per_s for r in rounds],
+        group="transport",
+        label="plain httpx post: requests/s",
+        unit="requests/s",
+        **params,
+    )
+    recorder.record(
+        f"{key}.aiohttp_requests_per_s",
+        [r.aiohttp.requests_per_s for r in rounds],
+        group="transport",
+        label="plain aiohttp post (reference): requests/s",
+        unit="requests/s",
+        **params,
+    )
+    recorder.record(
+        f"{key}.transport_over_httpx",
+        [r.transport.requests_per_s / r.httpx.requests_per_s for r in rounds],
+        group="transport",
+        label="transport / plain httpx throughput",
+        unit="ratio",
+        **params,
+    )

@@ -1,0 +1,143 @@
+"""Start a real SGLang server as a subprocess, wait until it generates, and always stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchmarks.gpu.model_dir import MODEL_ID
+
+
+class ServerStartError(RuntimeError):
+    """SGLang exited or did not answer in time; the message carries the end of its log."""
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    model_dir: Path
+    port: int
+    host: str = "127.0.0.1"
+    mem_fraction_static: float = 0.85
+    max_running_requests: int = 512
+    cuda_graph_max_bs: int = 512
+    context_length: int = 8192
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def sglang_command(plan: ServerPlan, python: str = sys.executable) -> list[str]:
+    """The launch command: random weights, the project's tokenizer, bound to loopback only."""
+    return [
+        python, "-m", "sglang.launch_server",
+        "--model-path", str(plan.model_dir),
+        "--tokenizer-path", str(plan.model_dir),
+        "--served-model-name", MODEL_ID,
+        "--load-format", "dummy",
+        "--host", plan.host,
+        "--port", str(plan.port),
+        "--mem-fraction-static", str(plan.mem_fraction_static),
+        "--max-running-requests", str(plan.max_running_requests),
+        "--cuda-graph-max-bs", str(plan.cuda_graph_max_bs),
+        "--context-length", str(plan.context_length),
+        "--log-level", "warning",
+        *plan.extra_args,
+    ]  # fmt: skip
+
+
+def _log_tail(path: Path, limit: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return "(no log)"
+
+
+def wait_until_generating(
+    base_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float
+) -> float:
+    """Poll until a one-token generation succeeds; return the seconds it took."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    probe = {
+        "input_ids": [151644, 872, 198],
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+    }
+    with httpx.Client(base_url=base_url, timeout=10.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ServerStartError(
+                    f"SGLang exited with code {process.returncode} while starting; "
+                    f"log tail:\n{_log_tail(log_path)}"
+                )
+            try:
+                if client.post("/generate", json=probe).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.TransportError:
+                pass  # not listening yet
+            time.sleep(2.0)
+    raise ServerStartError(
+        f"SGLang did not answer a generation within {timeout_s:.0f} s (raise --server-timeout "
+        "if the "
+        f"machine is slow to capture CUDA graphs); log tail:\n{_log_tail(log_path)}"
+    )
+
+
+def stop_process(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM the server's process group, then SIGKILL it if it has not gone after ``grace_s``."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace_s)
+    except ProcessLookupError:
+        pass
+
+
+@contextmanager
+def sglang_server(
+    plan: ServerPlan, log_path: Path, *, timeout_s: float, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, float]]:
+    """Yield ``(base_url, startup_seconds)`` of a running server; always stop it on exit."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        # A new session so the server's own children (scheduler, detokenizer) stop with it.
+        process = subprocess.Popen(
+            sglang_command(plan),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        try:
+            startup = wait_until_generating(plan.base_url, process, log_path, timeout_s)
+            yield plan.base_url, startup
+        finally:
+            stop_process(process)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def format_command(command: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(part) for part in command)

@@ -1,0 +1,158 @@
+"""How much work each benchmark does: one preset per purpose.
+
+``standard`` is what ``tox -e bench`` runs: sized so the whole suite fits in about 6 minutes
+on an otherwise idle 2-core machine, leaving room for tox's install inside 15. ``smoke`` runs every
+benchmark once on a tiny batch, to check the machinery (a few seconds each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RolloutPoint:
+    """One end-to-end point: a concurrency, and ``groups x samples`` rollouts per call."""
+
+    concurrency: int
+    groups: int
+    samples_per_group: int
+    rounds: int | None = None
+    """Measured calls; None takes the scale's ``rounds``."""
+
+    @property
+    def rollouts_per_call(self) -> int:
+        return self.groups * self.samples_per_group
+
+
+@dataclass(frozen=True)
+class SaturationPlan:
+    """The latency model the engine runs with, and the load put through it.
+
+    Per sequence the engine decodes a token every ``decode_s_per_token`` seconds and serves at
+    most ``batch_capacity`` sequences at once, so its capacity is
+    ``batch_capacity / decode_s_per_token`` output tokens/s.
+    """
+
+    name: str
+    description: str
+    prefill_s_per_token: float
+    decode_s_per_token: float
+    batch_capacity: int
+    concurrency: int
+    groups: int
+    samples_per_group: int
+    rounds: int | None = None
+    """Measured calls; None takes the scale's ``rounds``."""
+
+    @property
+    def capacity_tokens_per_s(self) -> float:
+        return self.batch_capacity / self.decode_s_per_token
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    rounds: int
+    engine_requests: int
+    engine_concurrency: int
+    transport_requests: int
+    transport_concurrency: int
+    rollout_points: dict[str, tuple[RolloutPoint, ...]] = field(default_factory=dict)
+    saturation: tuple[SaturationPlan, ...] = ()
+    memory_rollouts: int = 1000
+    memory_calls: int = 10
+    max_response_tokens: int = 256
+
+
+STANDARD = Scale(
+    name="standard",
+    rounds=3,
+    engine_requests=1500,
+    engine_concurrency=64,
+    transport_requests=300,
+    transport_concurrency=32,
+    rollout_points={
+        # Single turn: cheap, so the full range of concurrencies with real batches.
+        "mv-arith": (
+            RolloutPoint(concurrency=1, groups=4, samples_per_group=4),
+            RolloutPoint(concurrency=32, groups=32, samples_per_group=4),
+            RolloutPoint(concurrency=256, groups=64, samples_per_group=4),
+        ),
+        # A user simulator per rollout (a Python subprocess, about 4 s of CPU each): the
+        # environment dominates, so small batches and two measured calls.
+        "mv-dialogue": (
+            RolloutPoint(concurrency=1, groups=1, samples_per_group=2, rounds=2),
+            RolloutPoint(concurrency=8, groups=2, samples_per_group=4, rounds=2),
+        ),
+        # An MCP tool server per rollout: as expensive, sized the same.
+        "mv-tools": (
+            RolloutPoint(concurrency=1, groups=1, samples_per_group=2, rounds=2),
+            RolloutPoint(concurrency=8, groups=2, samples_per_group=4, rounds=2),
+        ),
+    },
+    saturation=(
+        # A small model on one GPU: 50 tokens/s per sequence, 64 sequences in the batch. The
+        # fixture replies are short (~10 tokens), so this is a request rate far above a real
+        # RL run's: it finds where the trainer-side process runs out of CPU.
+        SaturationPlan(
+            name="decode50",
+            description="50 tokens/s per sequence, 64 sequences",
+            prefill_s_per_token=0.00002,  # 50k prompt tokens/s
+            decode_s_per_token=0.02,
+            batch_capacity=64,
+            concurrency=128,
+            groups=64,
+            samples_per_group=4,
+            rounds=2,
+        ),
+        # The same batch with each request held about one second, as long RL responses hold
+        # it: the request rate (~60/s per engine) of a real run.
+        SaturationPlan(
+            name="rl-rate",
+            description="~1 s per request, 64 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.1,
+            batch_capacity=64,
+            concurrency=128,
+            groups=64,
+            samples_per_group=4,
+            rounds=2,
+        ),
+    ),
+    memory_rollouts=1000,
+    memory_calls=10,
+)
+
+SMOKE = Scale(
+    name="smoke",
+    rounds=1,
+    engine_requests=64,
+    engine_concurrency=8,
+    transport_requests=16,
+    transport_concurrency=4,
+    rollout_points={
+        "mv-arith": (
+            RolloutPoint(concurrency=1, groups=2, samples_per_group=2),
+            RolloutPoint(concurrency=8, groups=4, samples_per_group=2),
+        ),
+        "mv-dialogue": (RolloutPoint(concurrency=2, groups=1, samples_per_group=2),),
+        "mv-tools": (RolloutPoint(concurrency=2, groups=1, samples_per_group=2),),
+    },
+    saturation=(
+        SaturationPlan(
+            name="smoke",
+            description="100 tokens/s per sequence, 8 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.01,
+            batch_capacity=8,
+            concurrency=16,
+            groups=8,
+            samples_per_group=2,
+        ),
+    ),
+    memory_rollouts=64,
+    memory_calls=4,
+)
+
+PRESETS: dict[str, Scale] = {scale.name: scale for scale in (STANDARD, SMOKE)}

@@ -1,0 +1,1 @@
+"""Unit tests of the benchmark tooling (result files, comparison, reports, /proc readers)."""
