@@ -61,6 +61,17 @@ def _session_id(options: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+# Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
+# large enough that a handful of clients cover a whole rollout's concurrency.
+CONNECTIONS_PER_LANE = 16
+
+
+def _lane_sizes(max_connections: int) -> list[int]:
+    """Split a connection budget into pools of at most CONNECTIONS_PER_LANE that sum to it."""
+    full, rest = divmod(max_connections, CONNECTIONS_PER_LANE)
+    return [CONNECTIONS_PER_LANE] * full + ([rest] if rest else [])
+
+
 class SGLangTransport:
     """Sends Renderers' generate requests to SGLang's native ``/generate``.
 
@@ -83,8 +94,12 @@ class SGLangTransport:
         self._reported_keys: set[str] = set()
         self._http_transport = http_transport
         self._sleep = sleep
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        # httpx's pool scans every connection it holds on each request event, so one pool of
+        # hundreds of connections makes the client CPU-bound at high concurrency. Requests are
+        # spread round-robin over small pools ("lanes") instead; see _lane_sizes.
+        self._lanes: list[httpx.AsyncClient] = []
+        self._lanes_loop: asyncio.AbstractEventLoop | None = None
+        self._next_lane = itertools.count()
 
     @property
     def settings(self) -> TransportSettings:
@@ -154,13 +169,13 @@ class SGLangTransport:
         return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
 
     async def close(self) -> None:
-        """Close the pooled HTTP client; a later request opens a new one."""
-        client, loop = self._client, self._client_loop
-        self._client, self._client_loop = None, None
-        if client is None:
+        """Close the pooled HTTP clients; a later request opens new ones."""
+        lanes, loop = self._lanes, self._lanes_loop
+        self._lanes, self._lanes_loop = [], None
+        if not lanes:
             return
         if loop is asyncio.get_running_loop():
-            await client.aclose()
+            await asyncio.gather(*(lane.aclose() for lane in lanes))
         else:
             # Its connections belong to another (usually finished) loop and cannot be closed
             # from this one; dropping the client lets them be collected.
@@ -202,22 +217,24 @@ class SGLangTransport:
         return f"{self._rid_prefix}-{next(self._rid_numbers)}"
 
     def _http(self) -> httpx.AsyncClient:
-        """The pooled client of the running event loop (an httpx client cannot change loops)."""
+        """The next pooled client of the running event loop (httpx clients cannot change loops)."""
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            if self._client is not None and not self._client.is_closed:
-                logger.debug("event loop changed; opening a new SGLang HTTP client")
-            limits = httpx.Limits(
-                max_connections=self._settings.max_connections,
-                max_keepalive_connections=self._settings.max_connections,
-            )
-            self._client = httpx.AsyncClient(
-                limits=limits,
-                timeout=self._settings.timeouts.to_httpx(),
-                transport=self._http_transport,
-            )
-            self._client_loop = loop
-        return self._client
+        if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
+            if self._lanes and not self._lanes[0].is_closed:
+                logger.debug("event loop changed; opening new SGLang HTTP clients")
+            # One TLS context for all lanes: building one loads the CA bundle (~30 ms).
+            tls = httpx.create_ssl_context()
+            self._lanes = [
+                httpx.AsyncClient(
+                    limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                    timeout=self._settings.timeouts.to_httpx(),
+                    transport=self._http_transport,
+                    verify=tls,
+                )
+                for size in _lane_sizes(self._settings.max_connections)
+            ]
+            self._lanes_loop = loop
+        return self._lanes[next(self._next_lane) % len(self._lanes)]
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         new = [
