@@ -10,8 +10,10 @@ small amount of state (session ledger, in-flight rids, the pooled client).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -64,6 +66,17 @@ def _session_id(options: Mapping[str, Any] | None) -> str | None:
 # Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
 # large enough that a handful of clients cover a whole rollout's concurrency.
 CONNECTIONS_PER_LANE = 16
+
+
+@functools.cache
+def _default_tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process.
+
+    Building one loads the CA bundle (~30 ms of CPU). A transport is made per rollout call, so
+    building it per transport cost every call that much; the context is not changed after
+    creation, so every client can share it.
+    """
+    return httpx.create_ssl_context()
 
 
 def _lane_sizes(max_connections: int) -> list[int]:
@@ -222,8 +235,7 @@ class SGLangTransport:
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
             if self._lanes and not self._lanes[0].is_closed:
                 logger.debug("event loop changed; opening new SGLang HTTP clients")
-            # One TLS context for all lanes: building one loads the CA bundle (~30 ms).
-            tls = httpx.create_ssl_context()
+            tls = _default_tls_context()
             self._lanes = [
                 httpx.AsyncClient(
                     limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
