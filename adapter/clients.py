@@ -29,43 +29,51 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from miles_verifiers.errors import (
+    RolloutCallError,
+    SetupError,
+    recorded_error_class,
+    tag_message,
+)
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
 logger = logging.getLogger(__name__)
 
-# Every error this client raises for a request it cannot serve starts with this tag, so the
-# rollout function can tell "the setup is wrong" (stop the run) from "this episode failed".
-UNSUPPORTED_REQUEST_TAG = "[miles-verifiers: unsupported request]"
 IDENTITY_FLAGS = "--hf-checkpoint or --sglang-tokenizer-path"
 
 # Status of the refusals: a 4xx, so no harness SDK retries them.
 _REFUSED = 400
 
 
-class UnsupportedRequestError(ProviderError):
-    """The harness asked for something the Miles token path cannot do (a setup problem)."""
+class UnsupportedRequestError(SetupError, ProviderError):
+    """The harness asked for something the Miles token path cannot do (a setup problem).
+
+    Its message is tagged, so the rollout function can tell "the setup is wrong" (stop the
+    run) from "this episode failed" once Verifiers has recorded it on a trace.
+    """
+
+    code = "unsupported_request"
 
     def __init__(self, what: str, fix: str) -> None:
-        super().__init__(f"{UNSUPPORTED_REQUEST_TAG} {what} Fix: {fix}", status_code=_REFUSED)
+        message = tag_message(UnsupportedRequestError, f"{what} Fix: {fix}")
+        super().__init__(message, status_code=_REFUSED)
 
 
-class CallEndedError(ProviderError):
+class CallEndedError(RolloutCallError, ProviderError):
     """A model request arrived after the rollout call that owns it had ended."""
 
+    code = "call_ended"
 
-class RendererSetupError(ValueError):
+
+class RendererSetupError(SetupError, ValueError):
     """The tokenizer or renderer for the model cannot be built; names the flag to change."""
 
 
 def is_unsupported_request(error: Any) -> bool:
     """True for a recorded trace error (or exception) raised by :class:`UnsupportedRequestError`."""
-    if error is None:
-        return False
-    message = getattr(error, "message", None)
-    if message is None:
-        message = str(error)
-    return UNSUPPORTED_REQUEST_TAG in message
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, UnsupportedRequestError)
 
 
 # -- which renderer --------------------------------------------------------------------------
@@ -400,7 +408,7 @@ class MilesTrainClient(TrainClient):
 # -- transport settings from Miles' options -----------------------------------------------------
 
 
-class EngineAddressUnsetError(ValueError):
+class EngineAddressUnsetError(SetupError, ValueError):
     """Miles has not set the SGLang router address on ``args`` yet."""
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from miles_verifiers.errors import SetupError
 from miles_verifiers.options import MilesOptions, validate_options
 from miles_verifiers.versions import require_supported_versions
 
@@ -58,7 +59,7 @@ _MAX_SCHEMA_ERRORS = 5
 # -- errors -----------------------------------------------------------------------------------
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """A problem with the Verifiers config or taskset; ``field`` names what to change."""
 
     def __init__(self, message: str, *, field: str, fix: str) -> None:

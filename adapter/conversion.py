@@ -18,11 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from miles_verifiers.contract.compat import build_sample, contract
+from miles_verifiers.errors import RolloutCallError, recorded_error_class
 from miles_verifiers.metrics import DROP_EMPTY_TRACE
-
-# Wording the SGLang transport puts into the error it raises when the engine aborts a
-# request; verifiers records it on the trace as a ProviderError carrying that message.
-ENGINE_ABORT_PHRASE = "SGLang aborted the request"
 
 # Key under which the verifiers total reward is stored in a dict-shaped reward.
 TOTAL_REWARD_KEY = "reward"
@@ -31,7 +28,7 @@ TOTAL_REWARD_KEY = "reward"
 METADATA_KEY = "verifiers"
 
 
-class ConversionError(ValueError):
+class ConversionError(RolloutCallError, ValueError):
     """A trace cannot be turned into a training sample."""
 
 
@@ -70,7 +67,10 @@ class RewardKeyError(ConversionError):
 
 def looks_like_engine_abort(error: Any) -> bool:
     """True for a trace error that records an SGLang abort rather than a failure."""
-    return ENGINE_ABORT_PHRASE in (getattr(error, "message", "") or "")
+    from miles_verifiers.transport.errors import EngineAbortedError
+
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, EngineAbortedError)
 
 
 def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]:

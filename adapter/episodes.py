@@ -21,12 +21,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
+from miles_verifiers.errors import RolloutCallError
+
 logger = logging.getLogger(__name__)
 
 RunFailure = Literal["episode_error", "episode_timeout"]
 
 
-class EpisodeTimeoutError(TimeoutError):
+class EpisodeTimeoutError(RolloutCallError, TimeoutError):
     """An episode ran past its wall-clock deadline and was cancelled."""
 
 

@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from miles_verifiers.errors import RolloutCallError, SetupError
+
 MILES_LOAD_FUNCTION = ("miles.utils.misc", "load_function")
 MILES_RM_HUB = "miles.rollout.rm_hub"
 MILES_PREFILL = (
@@ -39,7 +41,7 @@ MILES_PREFILL = (
 MILES_DUMPER = ("miles.utils.dumper_utils", "configure_sglang")
 
 
-class HookError(ValueError):
+class HookError(SetupError, ValueError):
     """A Miles hook flag that cannot be used; ``flag`` names it."""
 
     def __init__(self, flag: str, message: str, fix: str) -> None:
@@ -47,7 +49,7 @@ class HookError(ValueError):
         super().__init__(f"{flag} {message} Fix: {fix}")
 
 
-class RewardModelError(ValueError):
+class RewardModelError(RolloutCallError, ValueError):
     """A Miles reward model returned something that cannot be a sample's reward."""
 
 

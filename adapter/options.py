@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from miles_verifiers.errors import SetupError
+
 # Router policies under which requests must carry a routing key (one trajectory, one engine).
 KEYED_ROUTER_POLICIES = frozenset({"consistent_hashing", "manual"})
 
@@ -35,7 +37,7 @@ class OptionProblem:
         return f"{self.flag} {self.problem} Fix: {self.fix}"
 
 
-class OptionsError(ValueError):
+class OptionsError(SetupError, ValueError):
     """Miles options the Verifiers rollout function cannot run with, all reported at once."""
 
     def __init__(self, problems: Sequence[OptionProblem]) -> None:

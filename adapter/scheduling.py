@@ -36,6 +36,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from miles_verifiers.errors import RolloutCallError
+
 STATE_FILE_NAME = "miles_verifiers_scheduler.json"
 STATE_FORMAT = 1
 # Cursors kept per state: enough to resume from any checkpoint Miles can still be holding
@@ -43,7 +45,7 @@ STATE_FORMAT = 1
 DEFAULT_HISTORY = 8
 
 
-class SchedulingError(ValueError):
+class SchedulingError(RolloutCallError, ValueError):
     """A scheduling input or saved state the scheduler cannot use."""
 
 

@@ -34,6 +34,7 @@ from miles_verifiers.conversion import (
     looks_like_engine_abort,
 )
 from miles_verifiers.episodes import CallScope, GroupRun, describe_error, run_group
+from miles_verifiers.errors import SetupError
 from miles_verifiers.hooks import MilesHooks
 from miles_verifiers.metrics import (
     DROP_ABORTED,
@@ -73,7 +74,7 @@ DROP_EPISODE_TIMEOUT = "episode_timeout"
 # -- errors ----------------------------------------------------------------------------------------
 
 
-class RolloutSetupError(RuntimeError):
+class RolloutSetupError(SetupError, RuntimeError):
     """The run cannot produce training data as configured (not a one-off episode failure)."""
 
 

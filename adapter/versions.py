@@ -14,6 +14,7 @@ import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from miles_verifiers.errors import SetupError
 from packaging.version import InvalidVersion, Version
 
 
@@ -79,7 +80,7 @@ class VersionProblem:
         return f"{self.distribution} ({found}): {self.reason}. Fix: {self.fix}"
 
 
-class UnsupportedVersionError(RuntimeError):
+class UnsupportedVersionError(SetupError, RuntimeError):
     """Installed dependency versions the adapter cannot run with (all of them at once)."""
 
     def __init__(self, problems: Sequence[VersionProblem]) -> None:

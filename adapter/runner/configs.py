@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
+from miles_verifiers.errors import CommandLineError
+
 FIXTURE_PACKAGE = "miles_verifiers.fixtures"
 FIXTURE_CONFIG_DIR = "configs"
 
 
-class ConfigNameError(ValueError):
+class ConfigNameError(CommandLineError, ValueError):
     """``--config`` is neither a TOML path nor a known fixture config name."""
 
 

@@ -13,15 +13,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from miles_verifiers.errors import CommandLineError, EngineError
+
 # Miles' name for the single (default) model's router in ``args.sglang_model_routers``.
 DEFAULT_MODEL_NAME = "default"
 
 
-class EngineUrlError(ValueError):
+class EngineUrlError(CommandLineError, ValueError):
     """``--engine-url`` is not an ``http://host:port`` address."""
 
 
-class EngineUnreachableError(ConnectionError):
+class EngineUnreachableError(EngineError, ConnectionError):
     """Nothing answers HTTP at the engine address."""
 
 

@@ -14,9 +14,10 @@ from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 from miles_verifiers.config import CONFIG_ENV_VAR
+from miles_verifiers.errors import CommandLineError
 
 
-class EmbeddedEngineModelError(ValueError):
+class EmbeddedEngineModelError(CommandLineError, ValueError):
     """The embedded engine cannot serve the requested model."""
 
 

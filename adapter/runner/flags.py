@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from miles_verifiers.errors import CommandLineError
+
 FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
 
 # Where parsed passthrough flags are stored on the CLI namespace.
@@ -26,7 +28,7 @@ PASSTHROUGH_DEST = "miles_passthrough"
 _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*$")
 
 
-class PassthroughError(ValueError):
+class PassthroughError(CommandLineError, ValueError):
     """The free-form part of the command line cannot be read as ``--flag [value ...]`` pairs."""
 
 

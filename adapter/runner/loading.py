@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from miles_verifiers.contract.compat import Contract
+from miles_verifiers.errors import CommandLineError
 
 DEFAULT_ROLLOUT_FUNCTION = "miles_verifiers.VerifiersRolloutFn"
 
 
-class RolloutFunctionPathError(ValueError):
+class RolloutFunctionPathError(CommandLineError, ValueError):
     """``--rollout-function-path`` does not name an importable callable."""
 
 

@@ -16,8 +16,10 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Self
 
+from miles_verifiers.errors import RolloutCallError
 
-class RolloutCallTimeout(TimeoutError):
+
+class RolloutCallTimeout(RolloutCallError, TimeoutError):
     """A rollout-function call did not finish within the runner's per-call limit."""
 
 

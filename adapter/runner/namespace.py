@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from miles_verifiers.errors import CommandLineError
 from miles_verifiers.options import miles_defaults
 
 # Attributes Miles' training loop reads to schedule rollout and eval calls (§1.3); not in the
@@ -45,7 +46,7 @@ RUNNER_DEFAULTS: Mapping[str, Any] = {"hf_checkpoint": DEFAULT_CHECKPOINT}
 EVAL_PLACEHOLDER_NAME = "verifiers-taskset"
 
 
-class NamespaceError(ValueError):
+class NamespaceError(CommandLineError, ValueError):
     """Flags that Miles' own argument checks would refuse."""
 
 

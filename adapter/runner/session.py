@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from miles_verifiers.contract.compat import Contract, contract
+from miles_verifiers.errors import CommandLineError
 from miles_verifiers.runner.engine import EngineAddress, engine_target, point_args_at
 from miles_verifiers.runner.loading import build_rollout_function
 from miles_verifiers.runner.loop import BackgroundLoop, call_rollout_function
@@ -32,11 +33,11 @@ from miles_verifiers.runner.schedule import PlannedCall
 from miles_verifiers.runner.summary import EvalCallStats, RunSummary, RunTally, TrainCallStats
 
 
-class RolloutOutputError(TypeError):
+class RolloutOutputError(CommandLineError, TypeError):
     """The rollout function returned something that is not Miles' output type for the call."""
 
 
-class ConstructionError(RuntimeError):
+class ConstructionError(CommandLineError, RuntimeError):
     """The rollout function could not be built; the cause is chained."""
 
 

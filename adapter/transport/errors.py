@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import openai
+from miles_verifiers.errors import EngineError, tag_message
 from verifiers.v1.errors import OverlongPromptError
 
 __all__ = [
@@ -50,8 +51,10 @@ _CONTEXT_LENGTH_PHRASES = (
 # --- refusals decided before anything is sent -------------------------------------------------
 
 
-class RequestRejected(ValueError):
+class RequestRejected(EngineError, ValueError):
     """The transport refuses the request itself; it is never sent (reported as HTTP 400)."""
+
+    code = "request_refused"
 
 
 class MultimodalNotSupported(RequestRejected):
@@ -69,11 +72,11 @@ class InvalidSamplingParams(RequestRejected):
 # --- problems found in an engine answer ------------------------------------------------------
 
 
-class MalformedOutput(ValueError):
+class MalformedOutput(EngineError, ValueError):
     """SGLang's /generate answer is inconsistent or incomplete (pure-layer signal)."""
 
 
-class EngineAborted(Exception):
+class EngineAborted(EngineError):
     """SGLang finished the request with ``finish_reason.type == "abort"`` (pure-layer signal)."""
 
     def __init__(self, message: str, *, status_code: int | None, partial_tokens: int) -> None:
@@ -82,13 +85,15 @@ class EngineAborted(Exception):
         self.partial_tokens = partial_tokens
 
 
-class EngineAbortedError(openai.APIStatusError):
+class EngineAbortedError(EngineError, openai.APIStatusError):
     """SGLang aborted the generation (abort request, pause in abort mode, engine timeout).
 
     The partial output is discarded: an aborted turn is never reported as a completed one.
     ``status_code`` is the abort's own 4xx/5xx status when SGLang gives one, else 503, so the
     harness may retry the turn once the engine serves again.
     """
+
+    code = "engine_aborted"
 
     def __init__(
         self, message: str, *, response: httpx.Response, body: object | None, status_code: int
@@ -97,8 +102,10 @@ class EngineAbortedError(openai.APIStatusError):
         self.status_code = status_code
 
 
-class MalformedEngineResponseError(openai.APIResponseValidationError):
+class MalformedEngineResponseError(EngineError, openai.APIResponseValidationError):
     """SGLang answered 2xx, but its token metadata cannot be trusted for training (502)."""
+
+    code = "unusable_answer"
 
 
 # --- classification --------------------------------------------------------------------------
@@ -209,7 +216,9 @@ def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.
     body: dict[str, Any] = {"error": {"message": str(exc), "type": type(exc).__name__}}
     response = httpx.Response(400, json=body, request=request)
     return openai.BadRequestError(
-        f"the SGLang transport refused the request: {exc}", response=response, body=body
+        tag_message(type(exc), f"the SGLang transport refused the request: {exc}"),
+        response=response,
+        body=body,
     )
 
 
@@ -220,11 +229,19 @@ def error_for_output(
     if isinstance(exc, EngineAborted):
         status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
         return EngineAbortedError(
-            f"SGLang aborted the request after {exc.partial_tokens} token(s): {exc}",
+            tag_message(
+                EngineAbortedError,
+                f"SGLang aborted the request after {exc.partial_tokens} token(s): {exc}",
+            ),
             response=response,
             body=body,
             status_code=status,
         )
     return MalformedEngineResponseError(
-        response, body, message=f"SGLang's /generate answer is unusable for training: {exc}"
+        response,
+        body,
+        message=tag_message(
+            MalformedEngineResponseError,
+            f"SGLang's /generate answer is unusable for training: {exc}",
+        ),
     )

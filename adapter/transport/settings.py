@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
+from miles_verifiers.errors import SetupError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
@@ -33,7 +34,7 @@ MAX_STOP_STRINGS = 32
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
-class EngineAddressError(ValueError):
+class EngineAddressError(SetupError, ValueError):
     """The engine/router address could not be resolved or is not an http(s) base URL."""
 
 

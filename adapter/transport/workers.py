@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
+from miles_verifiers.errors import EngineError
 
 __all__ = ["AbortReport", "WorkerListError", "abort_on_workers", "list_workers", "worker_base_url"]
 
@@ -21,7 +22,7 @@ __all__ = ["AbortReport", "WorkerListError", "abort_on_workers", "list_workers",
 _DP_RANK_SUFFIX = re.compile(r"@\d+$")
 
 
-class WorkerListError(RuntimeError):
+class WorkerListError(EngineError, RuntimeError):
     """The router's worker list could not be read."""
 
 

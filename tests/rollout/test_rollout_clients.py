@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from miles_verifiers.clients import (
-    UNSUPPORTED_REQUEST_TAG,
+    UnsupportedRequestError,
     EngineAddressUnsetError,
     MilesTrainClient,
     RendererSpec,
@@ -146,7 +146,8 @@ def test_a_non_chat_dialect_is_refused_with_a_fix(pool: Any) -> None:
     with pytest.raises(ProviderError) as caught:
         asyncio.run(client.get_response(other, {}, MODEL, None))
 
-    assert str(caught.value).startswith(UNSUPPORTED_REQUEST_TAG)
+    assert isinstance(caught.value, UnsupportedRequestError)
+    assert is_unsupported_request(caught.value)
     assert "chat/completions" in str(caught.value)
 
 
