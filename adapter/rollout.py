@@ -50,6 +50,7 @@ from miles_verifiers.episodes import (
     new_rid_prefix,
     rollout_seeds,
 )
+from miles_verifiers.errors import SetupError
 from miles_verifiers.evaluation import EvalSetup, evaluate
 from miles_verifiers.hooks import HookError, MilesHooks, load_hooks
 from miles_verifiers.options import (
@@ -61,7 +62,8 @@ from miles_verifiers.options import (
 from miles_verifiers.scheduling import TaskOrder, default_dispatch_budget
 from miles_verifiers.training import TaskStream, TrainSetup, train_rollout
 from miles_verifiers.versions import require_supported_versions
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 logger = logging.getLogger(__name__)
 
@@ -71,43 +73,47 @@ ENV_PREFIX = "MILES_VERIFIERS_"
 # -- settings that are not Miles flags -------------------------------------------------------------
 
 
-class AdapterSettings(BaseModel):
-    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case)."""
+class SettingsError(SetupError, ValueError):
+    """A ``MILES_VERIFIERS_*`` environment variable has a value the adapter cannot use."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class AdapterSettings(BaseSettings):
+    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
+
+    Keyword arguments win over the environment; an empty variable counts as unset.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
+    )
 
     renderer_pool_size: int = Field(2, ge=1, le=64)
     """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
-    episode_timeout_s: float = Field(3600.0, gt=0)
+    episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
     """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
     dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
     """A training call dispatches at most this many times its first batch of groups."""
     eval_groups_in_flight: int = Field(64, ge=1)
     """Evaluation tasks whose episodes run at the same time."""
-    abort_timeout_s: float = Field(10.0, gt=0)
+    abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time allowed for aborting a call's leftover requests on the engines."""
-    cleanup_grace_s: float = Field(10.0, gt=0)
+    cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time cancelled episodes get to stop before they are left behind."""
-    shutdown_timeout_s: float = Field(15.0, gt=0)
+    shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
     """Time the environment's servers get to shut down at the end of a call."""
-    handler_grace_s: float = Field(1.0, ge=0)
+    handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
     """Time the interception servers wait for leftover request handlers at the end of a call."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterSettings:
-        env = os.environ if environ is None else environ
-        values = {
-            name: env[f"{ENV_PREFIX}{name.upper()}"]
-            for name in cls.model_fields
-            if env.get(f"{ENV_PREFIX}{name.upper()}", "").strip()
-        }
+    def from_environ(cls) -> AdapterSettings:
+        """The settings from ``MILES_VERIFIERS_*``; a bad value names its variable."""
         try:
-            return cls.model_validate(values)
+            return cls()
         except ValidationError as error:
             problems = "; ".join(
                 f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']}" for e in error.errors()
             )
-            raise ValueError(f"invalid miles-verifiers setting(s): {problems}.") from error
+            raise SettingsError(f"invalid miles-verifiers setting(s): {problems}.") from error
 
     @property
     def cleanup(self) -> CleanupLimits:

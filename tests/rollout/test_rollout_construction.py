@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from miles_verifiers.errors import SetupError
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
 from miles_verifiers.clients import EngineAddressUnsetError
 from miles_verifiers.contract.compat import contract
@@ -180,14 +181,26 @@ def test_a_call_before_the_router_address_is_set_fails_at_once_saying_so(
     assert engine.requests_seen() == 0
 
 
-def test_adapter_settings_are_read_from_the_environment() -> None:
-    settings = AdapterSettings.from_environ(
-        {"MILES_VERIFIERS_RENDERER_POOL_SIZE": "1", "MILES_VERIFIERS_EPISODE_TIMEOUT_S": "90"}
-    )
+def test_adapter_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_RENDERER_POOL_SIZE", "1")
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", "90")
+
+    settings = AdapterSettings.from_environ()
 
     assert settings.renderer_pool_size == 1 and settings.episode_timeout_s == 90.0
 
 
-def test_a_bad_adapter_setting_is_refused_naming_its_variable() -> None:
-    with pytest.raises(ValueError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
-        AdapterSettings.from_environ({"MILES_VERIFIERS_EPISODE_TIMEOUT_S": "-3"})
+def test_an_empty_adapter_setting_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", "")
+
+    assert AdapterSettings.from_environ().episode_timeout_s == 3600.0
+
+
+@pytest.mark.parametrize("value", ["-3", "nan", "inf"])
+def test_a_bad_adapter_setting_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", value)
+
+    with pytest.raises(SetupError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
+        AdapterSettings.from_environ()
