@@ -95,7 +95,8 @@ def engine_target(engine_url: str | None, model: str) -> Iterator[EngineAddress]
         require_reachable(address)
         yield address
         return
-    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
+    from miles_verifiers.runner.kit import embedded_engine
 
-    with serve_engine(EngineConfig(model=model)) as running:
-        yield EngineAddress(host="127.0.0.1", port=running.port, embedded=True)
+    with embedded_engine(model) as base_url:
+        address = parse_engine_url(base_url)
+        yield EngineAddress(host=address.host, port=address.port, embedded=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from miles_verifiers.runner.arguments import miles_args, resolve_config_option
-from miles_verifiers.runner.demo_command import DEMO_FLAGS
+from miles_verifiers.fixtures.demo_command import DEMO_FLAGS
 from miles_verifiers.runner.schedule import plan_calls
 
 
