@@ -303,8 +303,10 @@ def test_sglang_transport_accepts_every_keyword_renderers_passes() -> None:
 def test_renderers_generate_refuses_tools_with_the_wording_we_recognise() -> None:
     tools = [{"name": "add", "description": "add", "parameters": {"type": "object"}}]
 
+    renderer = FakeRenderer(supports_tools=False)
+
     with pytest.raises(ValueError) as caught:
-        asyncio.run(generate_with(RecordingClient(), FakeRenderer(supports_tools=False), tools=tools))
+        asyncio.run(generate_with(RecordingClient(), renderer, tools=tools))
 
     assert upstream.is_tools_refusal(caught.value), (
         f"renderers' tools refusal no longer says {upstream.TOOLS_REFUSAL_PHRASE!r}: {caught.value}"
@@ -341,6 +343,15 @@ ALLOWED_PRIVATE = {"argparse._SubParsersAction"}
 # Public-looking attributes of upstream objects that only upstream code is meant to assign.
 UPSTREAM_OWNED = {"ctx", "supports_tools", "is_multimodal", "mm_token_type_id_map"}
 UPSTREAM_PACKAGES = ("verifiers", "renderers", "aiohttp", "openai", "transformers")
+# Private upstream names a subclass of an upstream class would define or set on ``self``.
+UPSTREAM_PRIVATE = {
+    "_renderer_pool",
+    "_maybe_offload",
+    "_interception",
+    "_servers",
+    "_shutdown_timeout",
+    *upstream.RENDERER_POOL_FIELDS,
+}
 
 
 def _private(name: str) -> bool:
@@ -348,7 +359,8 @@ def _private(name: str) -> bool:
 
 
 def upstream_touches(path: Path) -> list[str]:
-    """Each private attribute of another object, or private upstream import, in ``path``."""
+    """Each private attribute of another object, private upstream import, or private upstream
+    name a subclass defines or sets, in ``path``."""
     found = []
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -376,6 +388,16 @@ def upstream_touches(path: Path) -> list[str]:
             parts = (node.module or "").split(".") + [alias.name for alias in node.names]
             if any(_private(part) for part in parts):
                 found.append(f"{where} from {node.module} import ...")
+    for cls in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(cls, ast.ClassDef) or not cls.bases:
+            continue
+        for node in ast.walk(cls):
+            where = f"{shown}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.name in UPSTREAM_PRIVATE:
+                    found.append(f"{where} {cls.name} defines {node.name}")
+            elif isinstance(node, ast.Attribute) and node.attr in UPSTREAM_PRIVATE:
+                found.append(f"{where} {cls.name} uses {ast.unparse(node)}")
     return found
 
 
@@ -396,8 +418,11 @@ def test_the_private_touch_scan_finds_each_kind_of_touch(tmp_path: Path) -> None
         "runner._shutdown_timeout = 1\n"
         "rollout.ctx = ctx\n"
         "self._mine = 1\n"
+        "class Client(TrainClient):\n"
+        "    def _renderer_pool(self, model):\n"
+        "        return self._pool\n"
     )
 
     touches = upstream_touches(sample)
 
-    assert len(touches) == 4
+    assert len(touches) == 6
