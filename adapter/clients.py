@@ -38,6 +38,13 @@ from miles_verifiers.errors import (
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
+from miles_verifiers.upstream import (
+    FixedRendererPool,
+    adopt_renderer_pool_fields,
+    is_tools_refusal,
+    renderer_pool_base,
+)
+
 logger = logging.getLogger(__name__)
 
 IDENTITY_FLAGS = "--hf-checkpoint or --sglang-tokenizer-path"
@@ -157,14 +164,8 @@ def identify_renderer(hf_checkpoint: str | None, tokenizer_source: str | None) -
 # -- the pool ----------------------------------------------------------------------------------
 
 
-def _renderer_pool_base() -> type:
-    from renderers.base import RendererPool
-
-    return RendererPool
-
-
 def _make_growing_pool_class() -> type:
-    base = _renderer_pool_base()
+    base = renderer_pool_base()
 
     class GrowingRendererPool(base):  # type: ignore[misc, valid-type]
         """A Renderers ``RendererPool`` that builds its renderers on demand, up to ``size``.
@@ -176,24 +177,16 @@ def _make_growing_pool_class() -> type:
         """
 
         def __init__(self, factory: Callable[[], Any], size: int) -> None:
-            # The base constructor would build every slot up front; set its fields here instead.
+            # The base constructor would build every slot up front; set its fields instead.
             first = factory()
-            self._factory = factory
-            self._size = size
-            self._sole = None
-            self._lock = None
-            self._pool = None
+            adopt_renderer_pool_fields(self, factory, first, size)
+            # Our own fields, named apart from the base's (see RENDERER_POOL_FIELDS).
+            self._make_renderer = factory
+            self._capacity = size
             self._idle: queue.Queue[Any] = queue.Queue()
             self._idle.put(first)
             self._built = 1
             self._grow_lock = threading.Lock()
-            self._renderer_cls = type(first)
-            self.supports_tools = getattr(first, "supports_tools", True)
-            from renderers.base import MultimodalRenderer, is_multimodal
-
-            self.is_multimodal = is_multimodal(first)
-            if isinstance(first, MultimodalRenderer):
-                self.mm_token_type_id_map = first.mm_token_type_id_map
 
         @property
         def built(self) -> int:
@@ -215,11 +208,11 @@ def _make_growing_pool_class() -> type:
             """Build the remaining renderers now (meant for a background thread)."""
             while True:
                 with self._grow_lock:
-                    if self._built >= self._size:
+                    if self._built >= self._capacity:
                         return
                     self._built += 1
                 try:
-                    renderer = self._factory()
+                    renderer = self._make_renderer()
                 except Exception as error:  # noqa: BLE001 - a spare is optional; built on demand later
                     with self._grow_lock:
                         self._built -= 1
@@ -229,14 +222,14 @@ def _make_growing_pool_class() -> type:
 
         def _grow_or_wait(self) -> Any:
             with self._grow_lock:
-                grow = self._built < self._size
+                grow = self._built < self._capacity
                 if grow:
                     self._built += 1
             if not grow:
                 # Renderers calls pool methods on worker threads, so blocking here is fine.
                 return self._idle.get()
             try:
-                return self._factory()
+                return self._make_renderer()
             except BaseException:
                 with self._grow_lock:
                     self._built -= 1
@@ -313,7 +306,7 @@ def shared_renderer_pool(spec: RendererSpec) -> Any:
 # -- the client --------------------------------------------------------------------------------
 
 
-class MilesTrainClient(TrainClient):
+class MilesTrainClient(FixedRendererPool, TrainClient):
     """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals.
 
     One is made per rollout call, around that call's own transport; :meth:`end` makes every
@@ -326,7 +319,7 @@ class MilesTrainClient(TrainClient):
             pool_size=spec.pool_size,
             renderer_model_name=spec.tokenizer_source,
         )
-        self._pool = pool
+        self.use_renderer_pool(pool)
         self._spec = spec
         self._ended = False
 
@@ -337,13 +330,6 @@ class MilesTrainClient(TrainClient):
     @property
     def ended(self) -> bool:
         return self._ended
-
-    def _renderer_pool(
-        self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
-    ) -> Any:
-        # The pool is built from --apply-chat-template-kwargs; per-request template switches
-        # would need another pool, so none are taken from the request.
-        return self._pool
 
     async def get_response(
         self,
@@ -379,7 +365,7 @@ class MilesTrainClient(TrainClient):
                 "to token ids.",
             ) from error
         except ValueError as error:
-            if "does not support tools" not in str(error):
+            if not is_tools_refusal(error):
                 raise
             raise UnsupportedRequestError(
                 f"the harness offered tools, but the renderer for {self._spec.model_label!r} "

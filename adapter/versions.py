@@ -1,7 +1,8 @@
 """Gate on the installed verifiers/renderers/mcp versions, with the reason for each bound.
 
 The adapter talks to verifiers' 0.2.x V1 API and to private pieces of renderers that later
-releases removed, and pip happily resolves versions that break at the first request. So the
+releases removed (``miles_verifiers.upstream`` lists every non-public piece it uses), and pip
+happily resolves versions that break at the first request. So the
 supported range is checked up front and every rejection says why the bound exists.
 
 :func:`check_versions` is pure (versions in, problems out); :func:`installed_versions` and

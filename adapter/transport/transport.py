@@ -1,10 +1,9 @@
 """The HTTP shell: the object Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``.
 
-``renderers.client.generate`` (0.1.10) touches four things on it: ``base_url``,
-``get("/models", cast_to=...)``, ``post(<base>/inference/v1/generate, cast_to=httpx.Response,
-body=..., options={"headers": {"X-Session-ID": ...}})`` and, through ``TrainClient.close``,
-``close()``. Translation lives in the pure modules; this one only does I/O, retries and the
-small amount of state (session ledger, in-flight rids, the pooled client).
+It implements :class:`miles_verifiers.upstream.RenderersClient`, the part of ``AsyncOpenAI``
+that ``renderers.client.generate`` (0.1.10) and ``TrainClient.close`` use. Translation lives in
+the pure modules; this one only does I/O, retries and the small amount of state (session
+ledger, in-flight rids, the pooled client).
 """
 
 from __future__ import annotations
@@ -41,26 +40,13 @@ from miles_verifiers.transport.response import convert_generate_output
 from miles_verifiers.transport.sessions import SessionLedger
 from miles_verifiers.transport.settings import TransportSettings, resolve_engine_url
 from miles_verifiers.transport.workers import AbortReport, abort_on_workers, list_workers
+from miles_verifiers.upstream import GENERATE_SUFFIX, SESSION_HEADER, session_id_from_options
 
 __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
 
 logger = logging.getLogger(__name__)
 
-SESSION_HEADER = "X-Session-ID"
-# Renderers posts to "<base without /v1>/inference/v1/generate" (an absolute URL).
-GENERATE_SUFFIX = "/inference/v1/generate"
-
 Sleep = Callable[[float], Awaitable[Any]]
-
-
-def _session_id(options: Mapping[str, Any] | None) -> str | None:
-    headers = (options or {}).get("headers") or {}
-    if not isinstance(headers, Mapping):
-        return None
-    for name, value in headers.items():
-        if name.lower() == SESSION_HEADER.lower() and value:
-            return str(value)
-    return None
 
 
 # Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
@@ -150,7 +136,7 @@ class SGLangTransport:
         if cast_to is not httpx.Response:
             raise TypeError(f"post() returns an httpx.Response; cast_to={cast_to!r} is unsupported")
         url = f"{resolve_engine_url(self._settings)}/generate"
-        session_id = _session_id(options)
+        session_id = session_id_from_options(options)
         body = body if body is not None else {}
         first_prompt = (
             session_id is None or session_id not in self._sessions
