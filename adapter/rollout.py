@@ -67,25 +67,29 @@ ENV_PREFIX = "MILES_VERIFIERS_"
 
 
 class AdapterSettings(BaseModel):
-    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case)."""
+    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
+
+    Durations must be finite: an infinite or NaN wait would never end, or fail deep inside
+    asyncio instead of here.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     renderer_pool_size: int = Field(2, ge=1, le=64)
     """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
-    episode_timeout_s: float = Field(3600.0, gt=0)
+    episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
     """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
     dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
     """A training call dispatches at most this many times its first batch of groups."""
     eval_groups_in_flight: int = Field(64, ge=1)
     """Evaluation tasks whose episodes run at the same time."""
-    abort_timeout_s: float = Field(10.0, gt=0)
+    abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time allowed for aborting a call's leftover requests on the engines."""
-    cleanup_grace_s: float = Field(10.0, gt=0)
+    cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time cancelled episodes get to stop before they are left behind."""
-    shutdown_timeout_s: float = Field(15.0, gt=0)
+    shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
     """Time the environment's servers get to shut down at the end of a call."""
-    handler_grace_s: float = Field(1.0, ge=0)
+    handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
     """Time the interception servers wait for leftover request handlers at the end of a call."""
 
     @classmethod

@@ -262,3 +262,21 @@ def test_adapter_settings_are_read_from_the_environment() -> None:
 def test_a_bad_adapter_setting_is_refused_naming_its_variable() -> None:
     with pytest.raises(ValueError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
         AdapterSettings.from_environ({"MILES_VERIFIERS_EPISODE_TIMEOUT_S": "-3"})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400"])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MILES_VERIFIERS_EPISODE_TIMEOUT_S",
+        "MILES_VERIFIERS_ABORT_TIMEOUT_S",
+        "MILES_VERIFIERS_CLEANUP_GRACE_S",
+        "MILES_VERIFIERS_SHUTDOWN_TIMEOUT_S",
+        "MILES_VERIFIERS_HANDLER_GRACE_S",
+    ],
+)
+def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
+    variable: str, value: str
+) -> None:
+    with pytest.raises(ValueError, match=variable):
+        AdapterSettings.from_environ({variable: value})
