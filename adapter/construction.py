@@ -161,7 +161,13 @@ def _transport(given: Products) -> StageResult:
             templates[mode] = build_transport_settings(options, mode, given["args"], given["model"])
         except ValidationError as error:
             sampling = options.train if mode == "train" else options.eval
-            problems += transport_limit_problems(error.errors(), mode, sampling)
+            # The stop flags serve both modes: report their problem once.
+            seen = {(p.flag, p.fix) for p in problems}
+            problems += [
+                p
+                for p in transport_limit_problems(error.errors(), mode, sampling)
+                if (p.flag, p.fix) not in seen
+            ]
     if problems:
         return _failed(InvalidOptionsError(problems), [p.describe() for p in problems])
     return StageResult({"transport": templates})

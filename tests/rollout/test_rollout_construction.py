@@ -160,6 +160,19 @@ def test_each_transport_limit_problem_carries_its_own_fix(
     assert all(fix in p.fix for p in problems), [p.fix for p in problems]
 
 
+def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    error = construction_error(
+        miles_args(rollout_stop=[""]),
+        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+        use_config,
+        monkeypatch,
+    )
+
+    assert [p.flag for p in getattr(error, "problems", ())] == ["--rollout-stop"]
+
+
 @pytest.mark.parametrize(
     "mode",
     [
