@@ -4,11 +4,12 @@ Miles builds the function from ``RolloutFnConstructorInput(args, data_source)`` 
 it once per rollout id with a train input, and now and then with an eval input, from a worker
 thread whose coroutines all run on one persistent event loop. One instance serves both.
 
-Construction checks everything before any episode can run, in this order: installed versions,
-Miles options (including the hook paths, the transport limits and the model identity), the
-``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward`` sample counts, then it builds the
-renderer pool (the tokenizer is loaded, nothing is sent to the engine: Miles starts SGLang only
-afterwards, so the router address is read from ``args`` at call time).
+Construction checks everything before any episode can run, with the ordered stages of
+:mod:`miles_verifiers.construction` (installed versions, Miles options, the model identity, the
+hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
+sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
+nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
+read from ``args`` at call time).
 
 Each call runs in its own :class:`~miles_verifiers.episodes.CallScope` (its own Verifiers
 environment, transport and rid prefix), so a training call and an evaluation call may overlap
@@ -32,16 +33,16 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from miles_verifiers import construction
 from miles_verifiers.clients import (
     MilesTrainClient,
     RendererSpec,
-    build_transport_settings,
     engine_url_from_args,
     identify_renderer,
     sampling_config_values,
     shared_renderer_pool,
 )
-from miles_verifiers.config import PreparedRun, prepare_run
+from miles_verifiers.config import PreparedRun
 from miles_verifiers.contract.compat import Contract, contract
 from miles_verifiers.episodes import (
     CallScope,
@@ -52,16 +53,10 @@ from miles_verifiers.episodes import (
 )
 from miles_verifiers.errors import SetupError
 from miles_verifiers.evaluation import EvalSetup, evaluate
-from miles_verifiers.hooks import HookError, MilesHooks, load_hooks
-from miles_verifiers.options import (
-    InvalidOptionsError,
-    MilesOptions,
-    OptionProblem,
-    validate_options,
-)
+from miles_verifiers.hooks import MilesHooks
+from miles_verifiers.options import MilesOptions
 from miles_verifiers.scheduling import TaskOrder, default_dispatch_budget
 from miles_verifiers.training import TaskStream, TrainSetup, train_rollout
-from miles_verifiers.versions import require_supported_versions
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -80,7 +75,8 @@ class SettingsError(SetupError, ValueError):
 class AdapterSettings(BaseSettings):
     """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
 
-    Keyword arguments win over the environment; an empty variable counts as unset.
+    Keyword arguments win over the environment; an empty variable counts as unset. Durations
+    must be finite: an endless wait would never end, or fail deep inside asyncio instead of here.
     """
 
     model_config = SettingsConfigDict(
@@ -125,76 +121,6 @@ class AdapterSettings(BaseSettings):
         )
 
 
-# -- construction-time checks beyond prepare_run ---------------------------------------------------
-
-_TRANSPORT_FIELD_FLAGS = {
-    "train": {
-        "max_response_len": "--rollout-max-response-len",
-        "context_len": "--rollout-max-context-len",
-        "max_prompt_len": "--rollout-max-prompt-len",
-        "stop": "--rollout-stop",
-        "stop_token_ids": "--rollout-stop-token-ids",
-    },
-    "eval": {
-        "max_response_len": "--eval-max-response-len",
-        "context_len": "--eval-max-context-len",
-        "max_prompt_len": "--eval-max-prompt-len",
-        "stop": "--rollout-stop",
-        "stop_token_ids": "--rollout-stop-token-ids",
-    },
-}
-
-
-def _transport_settings(options: MilesOptions, mode: str, args: Any, model: str) -> Any:
-    try:
-        return build_transport_settings(options, mode, args, model)
-    except ValidationError as error:
-        flags = _TRANSPORT_FIELD_FLAGS[mode]
-        problems = []
-        for detail in error.errors():
-            field = str(detail["loc"][0]) if detail["loc"] else ""
-            named = (
-                flags.get(field)
-                or " / ".join(flag for name, flag in flags.items() if name in detail["msg"])
-                or flags["max_response_len"]
-            )
-            problems.append(
-                OptionProblem(
-                    named,
-                    "invalid",
-                    f"is not usable for {mode}: {detail['msg']}.",
-                    "make the prompt cap smaller than the context length, and keep stop strings "
-                    "to at most 32.",
-                )
-            )
-        raise InvalidOptionsError(problems) from error
-
-
-def _check_model_identity(options: MilesOptions) -> None:
-    if not options.tokenizer_source:
-        raise InvalidOptionsError(
-            [
-                OptionProblem(
-                    "--hf-checkpoint",
-                    "invalid",
-                    "is not set (nor --sglang-tokenizer-path), so there is no tokenizer to render "
-                    "prompts with.",
-                    "pass --hf-checkpoint (the policy checkpoint), or --sglang-tokenizer-path.",
-                )
-            ]
-        )
-
-
-def _check_eval_reward_model(options: MilesOptions) -> None:
-    if options.group_rm and options.eval_enabled:
-        raise HookError(
-            "--group-rm",
-            "is set together with --eval-interval, but a group reward model cannot score "
-            "evaluation rollouts (Miles' own evaluation refuses it too).",
-            "drop --group-rm, or --eval-interval.",
-        )
-
-
 @dataclass(frozen=True)
 class _Run:
     """Everything built at construction."""
@@ -214,17 +140,20 @@ class _Run:
 
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
-    require_supported_versions()
-    options = validate_options(args)
-    _check_model_identity(options)
-    _check_eval_reward_model(options)
     chosen = contract()
-    hooks = load_hooks(options, use_miles=chosen.source == "miles")
-    model = options.hf_checkpoint or options.tokenizer_source
-    transport = {
-        mode: _transport_settings(options, mode, args, model) for mode in ("train", "eval")
-    }
-    prepared = prepare_run(args)
+    given = construction.inputs(
+        args,
+        use_miles=chosen.source == "miles",
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+    )
+    made = construction.build(given)  # every check, in order; raises at the first failure
+    options: MilesOptions = made["options"]
+    hooks: MilesHooks = made["hooks"]
+    model: str = made["model"]
+    transport: Mapping[str, Any] = made["transport"]
+    prepared = PreparedRun(
+        made["versions"], options, made["config_path"], made["config"], made["taskset"]
+    )
     tasks = prepared.taskset.tasks
     spec = RendererSpec.build(
         options.tokenizer_source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def require_positive_seconds(value: float | None, flag: str) -> None:
+    """Refuse a duration that is not a positive, finite number (None: no limit)."""
+    # NaN passes every comparison and inf overflows the thread wait, so check finiteness too.
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"{flag} is {value!r}; it must be a positive, finite number of seconds. Fix: pass "
+            f"e.g. {flag} {DEFAULT_CALL_TIMEOUT_S:g}."
+        )
+
+
 def run_command(cli: argparse.Namespace) -> int:
     return run_with_preset(cli, COMMAND)
 
@@ -125,8 +136,7 @@ def run_with_preset(
         engine_url = engine_url_for(cli, args)
         model = tokenizer_source(args.hf_checkpoint, args.sglang_tokenizer_path)
         engine_model = model if engine_url else require_embeddable(model)
-        if cli.call_timeout is not None and cli.call_timeout <= 0:
-            raise ValueError("--call-timeout must be a positive number of seconds.")
+        require_positive_seconds(cli.call_timeout, "--call-timeout")
     except ValueError as error:
         report_error(command, error, debug=debug)
         return EXIT_USAGE

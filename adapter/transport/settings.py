@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import httpx
 from miles_verifiers.errors import SetupError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "EngineAddressError",
@@ -187,11 +188,13 @@ class TransportSettings(BaseModel):
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Distinct error types let callers attach a fix to each limit (see LIMIT_ERROR_TYPES).
         if any(not s for s in value):
-            raise ValueError("stop strings must be non-empty")
+            raise PydanticCustomError("empty_stop_string", "stop strings must be non-empty")
         if len(value) > MAX_STOP_STRINGS:
-            raise ValueError(
-                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
+            raise PydanticCustomError(
+                "too_many_stop_strings",
+                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}",
             )
         return value
 
@@ -224,14 +227,16 @@ class TransportSettings(BaseModel):
     def _limits_fit(self) -> TransportSettings:
         if self.context_len is not None:
             if self.context_len < 2:
-                raise ValueError(
+                raise PydanticCustomError(
+                    "context_too_small",
                     f"context_len={self.context_len} leaves no room for a prompt and a response; "
-                    "use at least 2"
+                    "use at least 2",
                 )
             if self.max_prompt_len is not None and self.max_prompt_len > self.context_len - 1:
-                raise ValueError(
+                raise PydanticCustomError(
+                    "prompt_cap_too_large",
                     f"max_prompt_len={self.max_prompt_len} must be at most context_len - 1 = "
-                    f"{self.context_len - 1}, so a first prompt always leaves room to generate"
+                    f"{self.context_len - 1}, so a first prompt always leaves room to generate",
                 )
         return self
 

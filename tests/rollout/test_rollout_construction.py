@@ -112,6 +112,90 @@ def test_each_invalid_option_is_refused_by_name_before_anything_runs(
     assert engine.requests_seen() == 0
 
 
+# transport limits SGLang would refuse -> (the flag the problem names, words of its own fix)
+TRANSPORT_LIMITS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "prompt cap at the context length": (
+        {"rollout_max_context_len": 100, "rollout_max_prompt_len": 100},
+        "--rollout-max-prompt-len",
+        "pass --rollout-max-prompt-len at most 99",
+    ),
+    "eval prompt cap above the eval context": (
+        {"eval_max_context_len": 50, "eval_max_prompt_len": 60},
+        "--eval-max-prompt-len",
+        "pass --eval-max-prompt-len at most 49",
+    ),
+    "context of one token": (
+        {"rollout_max_context_len": 1},
+        "--rollout-max-context-len",
+        "pass --rollout-max-context-len N with N >= 2",
+    ),
+    "33 stop strings": (
+        {"rollout_stop": [f"<stop{i}>" for i in range(33)]},
+        "--rollout-stop",
+        "at most 32 strings to --rollout-stop",
+    ),
+    "an empty stop string": ({"rollout_stop": [""]}, "--rollout-stop", "drop the empty string"),
+    "a negative stop token id": (
+        {"rollout_stop_token_ids": [-1]},
+        "--rollout-stop-token-ids",
+        "token ids of 0 or more",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRANSPORT_LIMITS))
+def test_each_transport_limit_problem_carries_its_own_fix(
+    case: str, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    values, flag, fix = TRANSPORT_LIMITS[case]
+
+    error = construction_error(
+        miles_args(**values),
+        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+        use_config,
+        monkeypatch,
+    )
+
+    problems = [p for p in getattr(error, "problems", ()) if p.flag == flag]
+    assert problems, f"no problem names {flag}: {error}"
+    assert all(fix in p.fix for p in problems), [p.fix for p in problems]
+
+
+def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    error = construction_error(
+        miles_args(rollout_stop=[""]),
+        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+        use_config,
+        monkeypatch,
+    )
+
+    assert [p.flag for p in getattr(error, "problems", ())] == ["--rollout-stop"]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {"num_rollout": 0, "eval_interval": 5, "n_samples_per_eval_prompt": 2},  # seed + 3
+        {"num_rollout": 1},  # the training stream's offsets over one call
+    ],
+    ids=["eval", "train"],
+)
+def test_a_seed_whose_derived_sampling_seeds_overflow_the_router_is_refused_by_flag(
+    mode: dict[str, Any], use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    args = miles_args(
+        rollout_seed=2**63 - 2, sglang_enable_deterministic_inference=True, **mode
+    )
+
+    error = construction_error(
+        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
+    )
+
+    assert "--rollout-seed" in str(error)
+
+
 def test_a_missing_config_variable_is_named(
     engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,4 +287,24 @@ def test_a_bad_adapter_setting_is_refused_naming_its_variable(
     monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", value)
 
     with pytest.raises(SetupError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
+        AdapterSettings.from_environ()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400"])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MILES_VERIFIERS_EPISODE_TIMEOUT_S",
+        "MILES_VERIFIERS_ABORT_TIMEOUT_S",
+        "MILES_VERIFIERS_CLEANUP_GRACE_S",
+        "MILES_VERIFIERS_SHUTDOWN_TIMEOUT_S",
+        "MILES_VERIFIERS_HANDLER_GRACE_S",
+    ],
+)
+def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+
+    with pytest.raises(SetupError, match=variable):
         AdapterSettings.from_environ()
