@@ -32,6 +32,8 @@ from typing import Any
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
+from miles_verifiers.content import NonTextContentError, plain_text_messages
+
 logger = logging.getLogger(__name__)
 
 # Every error this client raises for a request it cannot serve starts with this tag, so the
@@ -203,6 +205,28 @@ def _make_growing_pool_class() -> type:
             finally:
                 self._idle.put(renderer)
 
+        # Every render passes through the pool, so content-part lists are made plain text here
+        # (renderers disagree on them; see miles_verifiers.content), before any renderer runs.
+        def render(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render(plain_text_messages(messages), **kwargs)
+
+        def render_ids(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render_ids(plain_text_messages(messages), **kwargs)
+
+        def bridge_to_next_turn(
+            self,
+            previous_prompt_ids: Any,
+            previous_completion_ids: Any,
+            new_messages: Any,
+            **kwargs: Any,
+        ) -> Any:
+            return super().bridge_to_next_turn(
+                previous_prompt_ids,
+                previous_completion_ids,
+                plain_text_messages(new_messages),
+                **kwargs,
+            )
+
         def warm_up(self) -> None:
             """Build the remaining renderers now (meant for a background thread)."""
             while True:
@@ -369,6 +393,12 @@ class MilesTrainClient(TrainClient):
                 "use a harness that talks to the model through /v1/chat/completions without "
                 "streaming; OpenAI Responses and Anthropic Messages requests are not rendered "
                 "to token ids.",
+            ) from error
+        except NonTextContentError as error:
+            raise UnsupportedRequestError(
+                f"{error.where} holds a content part of type {error.part_type!r}; the Miles "
+                "token path sends token ids only, so the model would never see it.",
+                "send text only (text parts are fine), or leave media tasks out of this run.",
             ) from error
         except ValueError as error:
             if "does not support tools" not in str(error):

@@ -43,6 +43,7 @@ from miles_verifiers.clients import (
 )
 from miles_verifiers.config import PreparedRun, prepare_run
 from miles_verifiers.contract.compat import Contract, contract
+from miles_verifiers.content import check_task_prompts
 from miles_verifiers.episodes import (
     CallScope,
     CleanupLimits,
@@ -220,6 +221,8 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     }
     prepared = prepare_run(args)
     tasks = prepared.taskset.tasks
+    # A media part would be dropped on the token path; refuse it before anything is sent.
+    check_task_prompts(tasks)
     spec = RendererSpec.build(
         options.tokenizer_source,
         identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),
