@@ -309,3 +309,17 @@ def test_a_group_reward_model_returning_dicts_trains_on_the_reward_key_of_its_re
 
     samples = flat(output.samples)
     assert samples and all(s.get_reward_value(args) == 0.75 for s in samples)
+
+
+def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward")
+    fn = build_rollout_fn(args, config)
+
+    with pytest.raises(ValueError, match="--reward-key is unset"):
+        call(fn, train_input(0), miles_loop)
