@@ -176,7 +176,8 @@ def group_entries(
             continue
         failed = trace.has_error or not run.ok
         # An engine abort stays ABORTED (not FAILED), so Miles' own abort checks see it.
-        failure = "ABORTED" if trace.has_error and looks_like_engine_abort(trace.error) else "FAILED"
+        aborted = trace.has_error and looks_like_engine_abort(trace.error)
+        failure = "ABORTED" if aborted else "FAILED"
         try:
             sample = trace_to_sample(
                 trace,
