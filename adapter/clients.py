@@ -38,6 +38,7 @@ from miles_verifiers.errors import (
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
+from miles_verifiers.content import NonTextContentError, plain_text_messages
 from miles_verifiers.upstream import (
     FixedRendererPool,
     adopt_renderer_pool_fields,
@@ -204,6 +205,28 @@ def _make_growing_pool_class() -> type:
             finally:
                 self._idle.put(renderer)
 
+        # Every render passes through the pool, so content-part lists are made plain text here
+        # (renderers disagree on them; see miles_verifiers.content), before any renderer runs.
+        def render(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render(plain_text_messages(messages), **kwargs)
+
+        def render_ids(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render_ids(plain_text_messages(messages), **kwargs)
+
+        def bridge_to_next_turn(
+            self,
+            previous_prompt_ids: Any,
+            previous_completion_ids: Any,
+            new_messages: Any,
+            **kwargs: Any,
+        ) -> Any:
+            return super().bridge_to_next_turn(
+                previous_prompt_ids,
+                previous_completion_ids,
+                plain_text_messages(new_messages),
+                **kwargs,
+            )
+
         def warm_up(self) -> None:
             """Build the remaining renderers now (meant for a background thread)."""
             while True:
@@ -363,6 +386,12 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
                 "use a harness that talks to the model through /v1/chat/completions without "
                 "streaming; OpenAI Responses and Anthropic Messages requests are not rendered "
                 "to token ids.",
+            ) from error
+        except NonTextContentError as error:
+            raise UnsupportedRequestError(
+                f"{error.where} holds a content part of type {error.part_type!r}; the Miles "
+                "token path sends token ids only, so the model would never see it.",
+                "send text only (text parts are fine), or leave media tasks out of this run.",
             ) from error
         except ValueError as error:
             if not is_tools_refusal(error):

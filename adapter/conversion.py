@@ -73,13 +73,16 @@ def looks_like_engine_abort(error: Any) -> bool:
     return found is not None and issubclass(found, EngineAbortedError)
 
 
-def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]:
+def trace_reward(
+    trace: Any, reward_key: str | None, *, key_flag: str = "--reward-key"
+) -> float | dict[str, float]:
     """The reward in the shape ``--reward-key`` asks for.
 
     No key: the verifiers total (sum of weighted rewards) as a float. A key: every reward
     component plus the total under ``"reward"`` (a component of that name is shadowed by the
     total). A clean trace must have the key; an errored trace, whose rewards verifiers left
-    empty and whose total is 0, reads 0.0 for it.
+    empty and whose total is 0, reads 0.0 for it. ``key_flag`` is the flag named in the
+    error (evaluation reads ``--eval-reward-key``).
     """
     total = float(trace.reward)
     if not reward_key:
@@ -91,9 +94,9 @@ def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]
             rewards[reward_key] = 0.0
         else:
             raise RewardKeyError(
-                f"--reward-key {reward_key!r} is not a reward of trace {trace.id}; it has "
-                f'{sorted(rewards)}. Fix: pass one of those as --reward-key ("reward" is the '
-                "weighted total), or leave --reward-key unset to train on the total."
+                f"{key_flag} {reward_key!r} is not a reward of trace {trace.id}; it has "
+                f'{sorted(rewards)}. Fix: pass one of those as {key_flag} ("reward" is the '
+                f"weighted total), or leave {key_flag} unset to use the total."
             )
     return rewards
 

@@ -44,6 +44,7 @@ from miles_verifiers.clients import (
 )
 from miles_verifiers.config import PreparedRun
 from miles_verifiers.contract.compat import Contract, contract
+from miles_verifiers.content import check_task_prompts
 from miles_verifiers.episodes import (
     CallScope,
     CleanupLimits,
@@ -155,6 +156,8 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         made["versions"], options, made["config_path"], made["config"], made["taskset"]
     )
     tasks = prepared.taskset.tasks
+    # A media part would be dropped on the token path; refuse it before anything is sent.
+    check_task_prompts(tasks)
     spec = RendererSpec.build(
         options.tokenizer_source,
         identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),

@@ -195,12 +195,15 @@ async def judge_group(
         aborted = all(looks_like_engine_abort(t.error) for t in errored)
         reason = DROP_ABORTED if aborted else DROP_TRACE_ERROR
         return _drop(offset, reason, run, describe_error(errored[0].error))
+    # A Miles reward model replaces the reward, and --reward-key then names a key of ITS result
+    # (Miles reads reward[key]), not a Verifiers reward: convert to the plain total meanwhile.
+    conversion_key = None if setup.hooks.reward_model is not None else setup.reward_key
     try:
         converted = convert_group(
             run.traces,
             group_index=offset,
             first_index=offset * setup.n_samples_per_prompt,
-            reward_key=setup.reward_key,
+            reward_key=conversion_key,
             weight_version=weight_version,
             sample_cls=setup.sample_cls,
         )

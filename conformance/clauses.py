@@ -84,7 +84,8 @@ CLAUSES: Final = MappingProxyType(
         # Eval output.
         "EVL-1": "An eval call returns data keyed by the environment id, with rewards, truncated "
         "and samples aligned per trace over every task times --n-samples-per-eval-prompt.",
-        "EVL-2": "A failing eval episode is recorded in the output, not raised.",
+        "EVL-2": "A failing eval episode is recorded in the output (status failed, reward None), "
+        "not raised.",
         # Snapshots.
         "SNP-1": "Rendered prompts for each model identity and conversation case match the "
         "committed snapshots (token ids, decoded text, per-message spans).",

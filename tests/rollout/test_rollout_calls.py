@@ -273,3 +273,53 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     runs = sum(1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask) if b and not a)
     assert runs == 2, "both assistant turns are sampled, the user turn between them is masked"
     assert not [r for r in caplog.records if "did not" in r.getMessage()]
+
+
+def test_a_reward_model_returning_a_dict_trains_on_the_reward_key_of_its_result(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward", reward_key="score")
+    fn = build_rollout_fn(args, config)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    samples = flat(output.samples)
+    assert samples and all(s.reward == {"score": 0.75, "details": "ok"} for s in samples)
+    assert all(s.get_reward_value(args) == 0.75 for s in samples)
+    assert all("correct" in s.metadata["verifiers"]["rewards"] for s in samples)
+
+
+def test_a_group_reward_model_returning_dicts_trains_on_the_reward_key_of_its_result(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(
+        group_rm=True, custom_rm_path=f"{HOOKS}.group_dict_reward", reward_key="score"
+    )
+    fn = build_rollout_fn(args, config)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    samples = flat(output.samples)
+    assert samples and all(s.get_reward_value(args) == 0.75 for s in samples)
+
+
+def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward")
+    fn = build_rollout_fn(args, config)
+
+    with pytest.raises(ValueError, match="--reward-key is unset"):
+        call(fn, train_input(0), miles_loop)

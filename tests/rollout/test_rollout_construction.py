@@ -246,6 +246,20 @@ def test_construction_needs_no_engine_address_and_sends_nothing(
     assert engine.requests_seen() == 0
 
 
+def test_a_task_prompt_with_an_image_part_is_refused_naming_the_task_and_the_part_type(
+    engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path, "mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts_with_image"}
+    )
+
+    error = construction_error(miles_args(), config, use_config, monkeypatch)
+
+    assert isinstance(error, ValueError)
+    assert "task 0" in str(error) and "'image_url'" in str(error)
+    assert engine.requests_seen() == 0
+
+
 def test_a_call_before_the_router_address_is_set_fails_at_once_saying_so(
     engine: RecordingEngine,
     miles_loop: MilesLoop,

@@ -369,3 +369,27 @@ def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
         train(fn, 0, miles_loop)
 
     assert "--hf-checkpoint or --sglang-tokenizer-path" in str(caught.value)
+
+
+def test_a_prompt_written_in_text_content_parts_is_trained_on_as_its_text(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    qwen_tokenizer: Any,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts"})
+    questions = [
+        "".join(part.text for part in data.prompt[0].content) for data in task_data(config)
+    ]
+    fn = build_rollout_fn(miles_args(), config)
+
+    samples = flat(train(fn, 0, miles_loop).samples)
+
+    assert samples
+    for sample in samples:
+        question = questions[sample.metadata["verifiers"]["task_index"]]
+        prompt_tokens = sample.tokens[: len(sample.tokens) - sample.response_length]
+        assert question in qwen_tokenizer.decode(prompt_tokens)
+    sent = [qwen_tokenizer.decode(body["input_ids"]) for body in engine.bodies]
+    assert sent and all(any(q in text for q in questions) for text in sent)
