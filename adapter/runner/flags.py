@@ -227,7 +227,8 @@ def _split_flag(token: str) -> tuple[str, str | None]:
             f"--{name}: Miles flags are spelled with dashes; write --{name.replace('_', '-')}."
         )
     if not _FLAG_NAME.match(name):
-        raise PassthroughError(f"{token!r} is not a valid flag name.")
+        # Only the name: the text after '=' may be a credential.
+        raise PassthroughError(f"--{name} is not a valid flag name.")
     return name, inline if equals else None
 
 

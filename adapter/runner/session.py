@@ -27,6 +27,7 @@ from miles_verifiers.runner.records import (
     train_records,
     write_lines,
 )
+from miles_verifiers.runner.redaction import redact
 from miles_verifiers.runner.reporting import error_text
 from miles_verifiers.runner.schedule import PlannedCall
 from miles_verifiers.runner.summary import EvalCallStats, RunSummary, RunTally, TrainCallStats
@@ -149,7 +150,7 @@ async def _drive(
 
 def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) -> dict[str, Any]:
     return {
-        "args": jsonable(vars(request.args)),
+        "args": redact(jsonable(vars(request.args))),
         "train": [asdict(call) for call in tally.train_calls],
         "eval": [asdict(call) for call in tally.eval_calls],
         "summary": summary.as_dict(),

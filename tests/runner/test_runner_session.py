@@ -129,6 +129,18 @@ def test_a_successful_run_replaces_both_outputs(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
 
 
+def test_credentials_given_as_flags_are_not_written_to_metrics_json(tmp_path):
+    request = _request(
+        tmp_path, f"{SUPPORT}.CallOrderProbe", wandb_key="wk-SECRET-1", hf_token="hf-SECRET-2"
+    )
+
+    run_rollouts(request)
+
+    text = request.metrics_output.read_text(encoding="utf-8")
+    assert "SECRET" not in text
+    assert json.loads(text)["args"]["wandb_key"] == "<redacted>"
+
+
 def test_samples_and_metrics_on_one_file_are_refused_before_construction(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "out")
