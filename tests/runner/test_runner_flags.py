@@ -164,3 +164,10 @@ def test_passthrough_value_without_a_flag_is_an_error():
 def test_passthrough_flag_with_underscores_is_refused_with_the_dashed_spelling():
     with pytest.raises(PassthroughError, match="--kl-coef"):
         parse_passthrough(["--kl_coef", "0.1"])
+
+
+def test_every_typed_flag_is_one_miles_defines():
+    from miles_verifiers.runner.flags import MILES_FLAGS
+    from miles_verifiers.runner.miles_flag_names import MILES_FLAG_NAMES
+
+    assert {spec.flag for spec in MILES_FLAGS} <= MILES_FLAG_NAMES
