@@ -280,7 +280,8 @@ def _passthrough_values(name: str, values: Sequence[str]) -> dict[str, Any]:
 
 def _flag_names(tokens: Sequence[str]) -> list[str]:
     """The names of the ``--flag`` tokens among ``tokens`` (values are skipped)."""
-    return [token[2:].partition("=")[0] for token in tokens if token.startswith("--") and token != "--"]
+    flags = [token for token in tokens if token.startswith("--") and token != "--"]
+    return [flag[2:].partition("=")[0] for flag in flags]
 
 
 def normalize_flag_name(name: str) -> str:

@@ -8,8 +8,8 @@ from miles_verifiers.runner.redaction import REDACTED, looks_secret, redact
 
 @pytest.mark.parametrize(
     "name",
-    ["wandb_key", "wandb-key", "--wandb-api-key", "hf_token", "db_password", "aws_secret_access_key",
-     "client_secret", "credentials_file", "MY_API_KEY"],
+    ["wandb_key", "wandb-key", "--wandb-api-key", "hf_token", "db_password",
+     "aws_secret_access_key", "client_secret", "credentials_file", "MY_API_KEY"],
 )  # fmt: skip
 def test_credential_names_are_recognised(name):
     assert looks_secret(name)
