@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from miles_verifiers.errors import SetupError
+
 TEXT_PART = "text"
 
 
-class NonTextContentError(ValueError):
+class NonTextContentError(SetupError, ValueError):
     """A message holds a content part the token path cannot send (``part_type`` names it)."""
 
     def __init__(self, part_type: str, where: str) -> None:

@@ -62,8 +62,9 @@ CLAUSES: Final = MappingProxyType(
         "GRP-4": "Flattening the output as Miles does keeps group boundaries, so Miles' "
         "group-relative advantages equal the per-task computation.",
         # Graph branches.
-        "BR-1": "A trace with two or more graph branches is rejected with an error naming the "
-        "branch count, wherever it falls in the batch.",
+        "BR-1": "A trace with two or more graph branches is rejected with an error carrying "
+        "the exact branch count (a branch_count attribute on the error or its cause), "
+        "wherever the trace falls in the batch.",
         "BR-2": "A trace with zero graph branches drops its group, which is replaced.",
         "BR-3": "A one-branch trace converts with tokens, loss mask and logprobs aligned, the "
         "response starting at the first sampled token.",

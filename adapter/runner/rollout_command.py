@@ -23,6 +23,7 @@ from miles_verifiers.runner.environment import (
     use_fixture_tokenizers,
     verifiers_config,
 )
+from miles_verifiers.runner.outputs import check_output_paths
 from miles_verifiers.runner.progress import ProgressObserver
 from miles_verifiers.runner.reporting import (
     EXIT_FAILURE,
@@ -137,6 +138,7 @@ def run_with_preset(
         model = tokenizer_source(args.hf_checkpoint, args.sglang_tokenizer_path)
         engine_model = model if engine_url else require_embeddable(model)
         require_positive_seconds(cli.call_timeout, "--call-timeout")
+        check_output_paths(cli.output, cli.metrics_output)
     except ValueError as error:
         report_error(command, error, debug=debug)
         return EXIT_USAGE
@@ -161,7 +163,9 @@ def run_with_preset(
                 result = run_rollouts(request, observer or SilentObserver())
     except KeyboardInterrupt:
         console.print(
-            f"miles-verifiers {command}: interrupted; {cli.output} may be partial", markup=False
+            f"miles-verifiers {command}: interrupted; {cli.output} and {cli.metrics_output} "
+            "are left as they were before this run",
+            markup=False,
         )
         return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - every failure becomes one clear message

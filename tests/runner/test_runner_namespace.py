@@ -104,3 +104,12 @@ def test_command_line_to_namespace(parse):
     assert args.over_sampling_batch_size == 4
     assert args.apply_chat_template_kwargs == {"enable_thinking": False}
     assert args.lr == 1e-6
+
+
+def test_without_rollout_num_gpus_the_runner_counts_its_one_engine():
+    assert build_namespace({}).rollout_num_gpus == 1
+    assert build_namespace({"rollout_num_gpus_per_engine": 2}).rollout_num_gpus == 2
+
+
+def test_a_given_rollout_num_gpus_is_kept():
+    assert build_namespace({"rollout_num_gpus": 8}).rollout_num_gpus == 8
