@@ -64,6 +64,13 @@ aiohttp 3.x (under verifiers' interception server)
     still running (60 s by default, no public setter). Shortened at call end, when whatever
     handler still runs belongs to a cancelled rollout. Without it a cancelled user-simulator
     rollout holds the call's shutdown for a minute. -> :func:`set_shutdown_timeout`
+
+argparse (standard library)
+---------------------------
+12. ``ArgumentParser._option_string_actions``: every option string a parser knows (no public
+    accessor). Read to suggest the nearest real flag for a misspelled one. Without it the
+    command line still refuses unknown flags, but suggests only Miles' own flag names.
+    -> :func:`known_option_strings`
 """
 
 from __future__ import annotations
@@ -121,6 +128,12 @@ def set_shutdown_timeout(runner: Any, seconds: float) -> bool:
         return False
     runner._shutdown_timeout = seconds
     return True
+
+
+def known_option_strings(parser: Any) -> list[str]:
+    """The ``--long`` option strings ``parser`` accepts (empty when argparse hides them)."""
+    actions = getattr(parser, "_option_string_actions", None) or {}
+    return [option for option in actions if option.startswith("--")]
 
 
 # -- verifiers: TrainClient's renderer hook (entries 4-5) -----------------------------------------

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from miles_verifiers.errors import CommandLineError
 from miles_verifiers.runner.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers.upstream import known_option_strings
 
 FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
 
@@ -341,7 +342,7 @@ def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         parsed, extras = original(args, namespace)
         problem = unknown_flags_message(
             extras,
-            known=[option for option in parser._option_string_actions if option.startswith("--")],
+            known=known_option_strings(parser),
             extra=getattr(parsed, EXTRA_FLAGS_DEST, None) or [],
         )
         if problem:

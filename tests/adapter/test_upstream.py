@@ -329,6 +329,17 @@ def test_aiohttp_runner_has_private_shutdown_timeout_that_cleanup_uses() -> None
     )
 
 
+def test_argparse_parser_keeps_its_option_strings_in_a_private_mapping() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rollout-batch-size")
+
+    assert "--rollout-batch-size" in upstream.known_option_strings(parser), (
+        "argparse no longer keeps ArgumentParser._option_string_actions"
+    )
+
+
 def test_set_shutdown_timeout_leaves_a_runner_without_one_alone() -> None:
     runner = SimpleNamespace()
 
