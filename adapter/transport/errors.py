@@ -17,6 +17,7 @@ import openai
 from verifiers.v1.errors import OverlongPromptError
 
 __all__ = [
+    "ENGINE_CONTRACT_PHRASE",
     "EngineAborted",
     "EngineAbortedError",
     "InvalidPrompt",
@@ -45,6 +46,11 @@ _CONTEXT_LENGTH_PHRASES = (
     "prompt is too long",
     "prompt_too_long",
 )
+
+
+# Every error for a 2xx answer that breaks the /generate contract carries this phrase, so the
+# rollout function can tell "the engine answered garbage" from other failed turns.
+ENGINE_CONTRACT_PHRASE = "broke the /generate contract"
 
 
 # --- refusals decided before anything is sent -------------------------------------------------
@@ -216,7 +222,10 @@ def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.
 def error_for_output(
     exc: EngineAborted | MalformedOutput, response: httpx.Response, body: object | None
 ) -> openai.APIError:
-    """The exception for a 2xx answer that is an abort or cannot be trusted."""
+    """The exception for a 2xx answer that is an abort or cannot be trusted.
+
+    An untrustworthy answer names the engine URL it came from and the field at fault.
+    """
     if isinstance(exc, EngineAborted):
         status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
         return EngineAbortedError(
@@ -226,5 +235,8 @@ def error_for_output(
             status_code=status,
         )
     return MalformedEngineResponseError(
-        response, body, message=f"SGLang's /generate answer is unusable for training: {exc}"
+        response,
+        body,
+        message=f"SGLang at {response.request.url} {ENGINE_CONTRACT_PHRASE}; its answer is "
+        f"unusable for training: {exc}",
     )

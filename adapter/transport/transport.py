@@ -176,7 +176,15 @@ class SGLangTransport:
                 MalformedOutput(f"the body is not JSON ({exc})"), response, None
             ) from exc
         try:
-            converted = convert_generate_output(answer, rid=rid)
+            # A contract-breaking answer is not resent here: the engine that broke it would
+            # most likely break it again. The failed turn is the harness's to handle, within its
+            # own bounded retries (the OpenAI SDK's max_retries), and the group is dropped.
+            converted = convert_generate_output(
+                answer,
+                rid=rid,
+                max_new_tokens=call.payload["sampling_params"].get("max_new_tokens"),
+                vocab_size=self._settings.vocab_size,
+            )
         except (EngineAborted, MalformedOutput) as exc:
             raise error_for_output(exc, response, answer) from exc
         return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
