@@ -180,6 +180,7 @@ def _make_growing_pool_class() -> type:
             self._built = 1
             self._grow_lock = threading.Lock()
             self._renderer_cls = type(first)
+            self.vocab_size = renderer_vocab_size(first)
             self.supports_tools = getattr(first, "supports_tools", True)
             from renderers.base import MultimodalRenderer, is_multimodal
 
@@ -235,6 +236,20 @@ def _make_growing_pool_class() -> type:
                 raise
 
     return GrowingRendererPool
+
+
+def renderer_vocab_size(renderer: Any) -> int | None:
+    """How many token ids the renderer's tokenizer knows (``len(tokenizer)``), or None.
+
+    Renderers keeps each renderer's tokenizer in ``_tokenizer`` (there is no public accessor);
+    a renderer without one leaves the transport's vocabulary check off.
+    """
+    tokenizer = getattr(renderer, "_tokenizer", None) or getattr(renderer, "tokenizer", None)
+    try:
+        size = len(tokenizer) if tokenizer is not None else 0
+    except TypeError:
+        return None
+    return size or None
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from typing import Any
 
 from miles_verifiers.contract.compat import build_sample, contract
 from miles_verifiers.metrics import DROP_EMPTY_TRACE
+from miles_verifiers.transport.errors import ENGINE_CONTRACT_PHRASE
 
 # Wording the SGLang transport puts into the error it raises when the engine aborts a
 # request; verifiers records it on the trace as a ProviderError carrying that message.
@@ -71,6 +72,12 @@ class RewardKeyError(ConversionError):
 def looks_like_engine_abort(error: Any) -> bool:
     """True for a trace error that records an SGLang abort rather than a failure."""
     return ENGINE_ABORT_PHRASE in (getattr(error, "message", "") or "")
+
+
+def looks_like_contract_breach(error: Any) -> bool:
+    """True for a trace error recording an engine answer the transport refused as untrustworthy
+    (positive logprobs, too many tokens, ids outside the vocabulary, misaligned metadata)."""
+    return ENGINE_CONTRACT_PHRASE in (getattr(error, "message", "") or "")
 
 
 def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]:

@@ -227,6 +227,12 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         settings.renderer_pool_size,
     )
     pool = shared_renderer_pool(spec)
+    # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
+    vocab_size = getattr(pool, "vocab_size", None)
+    transport = {
+        mode: settings.model_copy(update={"vocab_size": vocab_size})
+        for mode, settings in transport.items()
+    }
     config = prepared.config
     from verifiers.v1 import Environment
 

@@ -212,6 +212,27 @@ def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_e
     assert "'trace_error'" in message and "HarnessError" in message
 
 
+def test_groups_given_contract_breaking_engine_answers_are_dropped_as_engine_contract(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    engine.set_faults(FaultPlan.always("out_of_vocab"))
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
+    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+
+    with pytest.raises(ReplacementBudgetError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert caught.value.drop_reasons == {"engine_contract": 3}
+    message = str(caught.value)
+    assert "broke the /generate contract" in message and "outside the tokenizer's" in message
+    assert f":{engine_port}/generate broke the /generate contract" in message
+
+
 def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
