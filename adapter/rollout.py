@@ -387,8 +387,10 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
         async with self._train_lock.get():
             await run.hooks.configure_engine_dumper(self.args)
-            start = self._stream.start(rollout_id)
             async with self._scope("train") as scope:
+                # Before the first request: samples of another model must never be trained on.
+                await scope.transport.verify_served_model(run.model)
+                start = self._stream.start(rollout_id)
                 result = await train_rollout(
                     scope,
                     run.train,
@@ -427,6 +429,7 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)
         await run.hooks.configure_engine_dumper(self.args)
         async with self._scope("eval") as scope:
+            await scope.transport.verify_served_model(run.model)
             data, metrics = await evaluate(
                 scope,
                 run.eval,

@@ -31,6 +31,7 @@ from miles_verifiers.transport.errors import (
     is_retryable_status,
     is_retryable_transport_error,
 )
+from miles_verifiers.transport.identity import check_served_model
 from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers.transport.request import (
     GenerateCall,
@@ -62,6 +63,9 @@ def _session_id(options: Mapping[str, Any] | None) -> str | None:
             return str(value)
     return None
 
+
+# A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
+MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 # Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
 # large enough that a handful of clients cover a whole rollout's concurrency.
@@ -113,6 +117,7 @@ class SGLangTransport:
         self._lanes: list[httpx.AsyncClient] = []
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
         self._next_lane = itertools.count()
+        self._model_checked = False
 
     @property
     def settings(self) -> TransportSettings:
@@ -201,6 +206,51 @@ class SGLangTransport:
             # Its connections belong to another (usually finished) loop and cannot be closed
             # from this one; dropping the client lets them be collected.
             logger.debug("dropping an SGLang HTTP client opened on another event loop")
+
+    # --- which model the engine serves -----------------------------------------------------
+
+    async def verify_served_model(self, expected: str, *, timeout_s: float = 10.0) -> None:
+        """Refuse an engine whose ``/model_info`` names another model than ``expected``.
+
+        Asks once per transport (a transport serves one rollout call). An engine or router
+        that does not answer the question (no such route, an error, unreachable) is not
+        refused here: the generate requests report an unreachable engine themselves.
+        Raises :class:`~miles_verifiers.transport.identity.EngineModelMismatchError`.
+        """
+        if self._model_checked:
+            return
+        base = resolve_engine_url(self._settings)
+        info = await self._model_info(base, timeout_s)
+        self._model_checked = True
+        if info is None:
+            return
+        check_served_model(expected, info, base)
+
+    async def _model_info(self, base: str, timeout_s: float) -> object | None:
+        client = self._http()
+        for path in MODEL_INFO_PATHS:
+            url = f"{base}{path}"
+            try:
+                response = await client.get(url, timeout=timeout_s)
+            except httpx.HTTPError as exc:
+                logger.debug("not checking the served model: GET %s failed (%s)", url, exc)
+                return None
+            if response.status_code in (404, 405):
+                continue
+            if response.status_code != 200:
+                logger.debug(
+                    "not checking the served model: GET %s answered HTTP %d",
+                    url,
+                    response.status_code,
+                )
+                return None
+            try:
+                return response.json()
+            except ValueError:
+                logger.debug("not checking the served model: GET %s is not JSON", url)
+                return None
+        logger.debug("not checking the served model: %s serves no /model_info", base)
+        return None
 
     # --- cancelling leftover work ----------------------------------------------------------
 

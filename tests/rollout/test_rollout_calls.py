@@ -273,3 +273,24 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     runs = sum(1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask) if b and not a)
     assert runs == 2, "both assistant turns are sampled, the user turn between them is masked"
     assert not [r for r in caplog.records if "did not" in r.getMessage()]
+
+
+@pytest.mark.parametrize("rollout_input", [train_input(0), eval_input(0)], ids=["train", "eval"])
+def test_an_engine_serving_another_model_is_refused_before_any_generate_request(
+    miles_loop: MilesLoop, build_rollout_fn: RolloutFnFactory, tmp_path: Path, rollout_input: Any
+) -> None:
+    from miles_verifiers.fixtures.engine import EngineConfig, LoopbackEngine, serve_engine
+    from miles_verifiers.transport import EngineModelMismatchError
+
+    other = "meta-llama/Llama-3.2-1B-Instruct"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, eval_interval=1)
+    fn = build_rollout_fn(args, config)
+    wrong = LoopbackEngine(EngineConfig(model="Qwen/Qwen3-0.6B", claimed_model=other))
+    with serve_engine(engine=wrong) as running:
+        point_at(args, running.port)
+        with pytest.raises(EngineModelMismatchError) as caught:
+            call(fn, rollout_input, miles_loop)
+        assert wrong.stats().generate_calls == 0
+    message = str(caught.value)
+    assert repr(other) in message and "'Qwen/Qwen3-0.6B' (--hf-checkpoint)" in message

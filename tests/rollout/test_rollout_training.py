@@ -12,12 +12,19 @@ import pytest
 from miles_verifiers import AdapterSettings
 from miles_verifiers.contract.compat import contract
 from miles_verifiers.conversion import MultipleBranchesError
-from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
+from miles_verifiers.fixtures.engine import (
+    EngineConfig,
+    FaultPlan,
+    LoopbackEngine,
+    PolicyConfig,
+    serve_engine,
+)
 from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
 from miles_verifiers.scheduling import DispatchBudgetError, read_state
 from miles_verifiers.training import ReplacementBudgetError, UnsupportedRequestRunError
 
 from tests.rollout.rollout_support import (
+    MODEL,
     MilesLoop,
     RecordingEngine,
     RolloutFnFactory,
@@ -25,6 +32,7 @@ from tests.rollout.rollout_support import (
     fingerprint,
     flat,
     miles_args,
+    point_at,
     task_data,
     task_prompts,
     write_config,
@@ -385,8 +393,12 @@ def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
         n_samples_per_prompt=1,
     )
     fn = build_rollout_fn(args, config)
+    # Miles starts SGLang with --model-path <--hf-checkpoint>, so the engine reports that path.
+    served = LoopbackEngine(EngineConfig(model=MODEL, claimed_model=str(unregistered_checkpoint)))
 
-    with pytest.raises(UnsupportedRequestRunError) as caught:
-        train(fn, 0, miles_loop)
+    with serve_engine(engine=served) as running:
+        point_at(args, running.port)
+        with pytest.raises(UnsupportedRequestRunError) as caught:
+            train(fn, 0, miles_loop)
 
     assert "--hf-checkpoint or --sglang-tokenizer-path" in str(caught.value)
