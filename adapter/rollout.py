@@ -344,7 +344,18 @@ class VerifiersRolloutFn:
 
     def _scope(self, mode: str) -> CallScope:
         from miles_verifiers.transport import SGLangTransport
+        from miles_verifiers.transport.proxies import ensure_loopback_bypass
 
+        # Harnesses reach Verifiers' interception server on localhost with clients that trust
+        # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
+        # this machine, and each request carries the rollout's bearer secret and prompt).
+        added = ensure_loopback_bypass(os.environ)
+        if added:
+            logger.info(
+                "a proxy is configured but NO_PROXY lacked %s; added them so loopback traffic "
+                "(the engine, the interception server) goes direct",
+                ", ".join(added),
+            )
         run = self._run
         settings = run.transport[mode].model_copy(update={"rid_prefix": new_rid_prefix(mode)})
         transport = SGLangTransport(settings)

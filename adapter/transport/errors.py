@@ -198,16 +198,32 @@ def error_for_status(response: httpx.Response) -> Exception:
 
 
 def error_for_transport_failure(
-    exc: httpx.TransportError, request: httpx.Request
+    exc: httpx.TransportError, request: httpx.Request, *, proxy: str | None = None
 ) -> openai.APIConnectionError:
     """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
-    ``APIConnectionError`` (503)."""
+    ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a
+    failure there is the proxy's, not necessarily the engine's, so the message says so."""
     if isinstance(exc, httpx.TimeoutException):
         return openai.APITimeoutError(request=request)
+    via = ""
+    if proxy:
+        via = (
+            f" through the proxy {_without_credentials(proxy)} named by the environment "
+            "(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add the engine host to NO_PROXY to reach it "
+            "directly)"
+        )
     return openai.APIConnectionError(
-        message=f"could not talk to SGLang at {request.url}: {type(exc).__name__}: {exc}",
+        message=f"could not talk to SGLang at {request.url}{via}: {type(exc).__name__}: {exc}",
         request=request,
     )
+
+
+def _without_credentials(proxy: str) -> str:
+    try:
+        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
+    except httpx.InvalidURL:
+        return "(unparseable proxy URL)"
+    return str(url.copy_with(username=None, password=None))
 
 
 def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.BadRequestError:

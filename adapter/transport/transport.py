@@ -13,6 +13,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import os
 import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from miles_verifiers.transport.errors import (
 )
 from miles_verifiers.transport.identity import check_served_model
 from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
+from miles_verifiers.transport.proxies import direct_mounts, environment_proxy_for
 from miles_verifiers.transport.request import (
     GenerateCall,
     build_generate_call,
@@ -40,7 +42,11 @@ from miles_verifiers.transport.request import (
 )
 from miles_verifiers.transport.response import convert_generate_output
 from miles_verifiers.transport.sessions import SessionLedger
-from miles_verifiers.transport.settings import TransportSettings, resolve_engine_url
+from miles_verifiers.transport.settings import (
+    EngineAddressError,
+    TransportSettings,
+    resolve_engine_url,
+)
 from miles_verifiers.transport.workers import AbortReport, abort_on_workers, list_workers
 
 __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
@@ -294,17 +300,31 @@ class SGLangTransport:
             if self._lanes and not self._lanes[0].is_closed:
                 logger.debug("event loop changed; opening new SGLang HTTP clients")
             tls = _default_tls_context()
+            mounts = self._direct_mounts()
             self._lanes = [
                 httpx.AsyncClient(
                     limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
                     timeout=self._settings.timeouts.to_httpx(),
                     transport=self._http_transport,
                     verify=tls,
+                    mounts=mounts,
                 )
                 for size in _lane_sizes(self._settings.max_connections)
             ]
             self._lanes_loop = loop
         return self._lanes[next(self._next_lane) % len(self._lanes)]
+
+    def _direct_mounts(self) -> dict[str, None] | None:
+        """Loopback engines are reached directly even when the environment names a proxy,
+        which could not reach this machine's loopback anyway. A given ``http_transport``
+        already ignores environment proxies."""
+        if self._http_transport is not None:
+            return None
+        try:
+            engine = [resolve_engine_url(self._settings)]
+        except EngineAddressError:
+            engine = []
+        return direct_mounts(engine)
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         new = [
@@ -330,7 +350,13 @@ class SGLangTransport:
             try:
                 response = await client.post(url, json=payload, headers=call.headers)
             except httpx.RequestError as exc:
-                error: Exception = error_for_transport_failure(exc, httpx.Request("POST", url))
+                error: Exception = error_for_transport_failure(
+                    exc,
+                    httpx.Request("POST", url),
+                    proxy=None
+                    if self._http_transport is not None
+                    else environment_proxy_for(url, os.environ),
+                )
                 retryable = is_retryable_transport_error(exc)
                 cause: BaseException = exc
             else:
