@@ -362,6 +362,11 @@ class VerifiersRolloutFn:
         client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
         return CallScope(run.environments, transport, client, run.settings.cleanup)
 
+    async def _verify_served_model(self, scope: CallScope) -> None:
+        options = self._run.options
+        aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
+        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
+
     def _contexts(self, scope: CallScope, mode: str) -> Any:
         from verifiers.v1 import ModelContext, SamplingConfig
 
@@ -400,7 +405,7 @@ class VerifiersRolloutFn:
             await run.hooks.configure_engine_dumper(self.args)
             async with self._scope("train") as scope:
                 # Before the first request: samples of another model must never be trained on.
-                await scope.transport.verify_served_model(run.model)
+                await self._verify_served_model(scope)
                 start = self._stream.start(rollout_id)
                 result = await train_rollout(
                     scope,
@@ -440,7 +445,7 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)
         await run.hooks.configure_engine_dumper(self.args)
         async with self._scope("eval") as scope:
-            await scope.transport.verify_served_model(run.model)
+            await self._verify_served_model(scope)
             data, metrics = await evaluate(
                 scope,
                 run.eval,

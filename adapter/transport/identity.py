@@ -9,7 +9,7 @@ component. Pure functions only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 __all__ = ["EngineModelMismatchError", "check_served_model", "model_key", "served_models"]
@@ -40,14 +40,19 @@ def served_models(model_info: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
 
 
-def check_served_model(expected: str, model_info: object, engine_url: str) -> None:
+def check_served_model(
+    expected: str, model_info: object, engine_url: str, *, aliases: Sequence[str] = ()
+) -> None:
     """Raise :class:`EngineModelMismatchError` when ``model_info`` names only other models.
 
-    An answer that names no model at all proves nothing and passes.
+    ``aliases`` are other names the run knows its model by (``--sglang-tokenizer-path``, which
+    an engine launched with ``--tokenizer-path`` reports). An answer that names no model at all
+    proves nothing and passes.
     """
     served = served_models(model_info)
+    known = [expected, *(a for a in aliases if a)]
     if not served or any(
-        name == expected or model_key(name) == model_key(expected) for name in served
+        name == want or model_key(name) == model_key(want) for name in served for want in known
     ):
         return
     raise EngineModelMismatchError(

@@ -215,8 +215,11 @@ class SGLangTransport:
 
     # --- which model the engine serves -----------------------------------------------------
 
-    async def verify_served_model(self, expected: str, *, timeout_s: float = 10.0) -> None:
-        """Refuse an engine whose ``/model_info`` names another model than ``expected``.
+    async def verify_served_model(
+        self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
+    ) -> None:
+        """Refuse an engine whose ``/model_info`` names another model than ``expected`` (or
+        one of its ``aliases``).
 
         Asks once per transport (a transport serves one rollout call). An engine or router
         that does not answer the question (no such route, an error, unreachable) is not
@@ -230,7 +233,7 @@ class SGLangTransport:
         self._model_checked = True
         if info is None:
             return
-        check_served_model(expected, info, base)
+        check_served_model(expected, info, base, aliases=aliases)
 
     async def _model_info(self, base: str, timeout_s: float) -> object | None:
         client = self._http()

@@ -35,6 +35,14 @@ def test_a_checkpoint_matching_only_the_tokenizer_path_is_accepted() -> None:
     check_served_model("/ckpt/policy", info("/tmp/converted/hf", "/ckpt/policy"), URL)
 
 
+def test_an_engine_serving_the_run_s_tokenizer_path_is_accepted() -> None:
+    # --hf-checkpoint /ckpt/my-policy with --sglang-tokenizer-path Qwen/Qwen3-0.6B, and an
+    # engine launched on that tokenizer path.
+    check_served_model(
+        "/ckpt/my-policy", info("Qwen/Qwen3-0.6B"), URL, aliases=("Qwen/Qwen3-0.6B",)
+    )
+
+
 def test_an_answer_that_names_no_model_is_not_refused() -> None:
     check_served_model("Qwen/Qwen3-0.6B", {"is_generation": True}, URL)
 
