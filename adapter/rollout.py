@@ -230,8 +230,8 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
     vocab_size = getattr(pool, "vocab_size", None)
     transport = {
-        mode: settings.model_copy(update={"vocab_size": vocab_size})
-        for mode, settings in transport.items()
+        mode: template.model_copy(update={"vocab_size": vocab_size})
+        for mode, template in transport.items()
     }
     config = prepared.config
     from verifiers.v1 import Environment
