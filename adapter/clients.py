@@ -40,6 +40,7 @@ from verifiers.v1.errors import ProviderError
 
 from miles_verifiers.content import NonTextContentError, plain_text_messages
 from miles_verifiers.upstream import (
+    renderer_vocab_size,
     FixedRendererPool,
     adopt_renderer_pool_fields,
     is_tools_refusal,
@@ -188,6 +189,7 @@ def _make_growing_pool_class() -> type:
             self._idle.put(first)
             self._built = 1
             self._grow_lock = threading.Lock()
+            self.vocab_size = renderer_vocab_size(first)
 
         @property
         def built(self) -> int:

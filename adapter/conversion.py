@@ -73,6 +73,15 @@ def looks_like_engine_abort(error: Any) -> bool:
     return found is not None and issubclass(found, EngineAbortedError)
 
 
+def looks_like_contract_breach(error: Any) -> bool:
+    """True for a trace error recording an engine answer the transport refused as untrustworthy
+    (positive logprobs, too many tokens, ids outside the vocabulary, misaligned metadata)."""
+    from miles_verifiers.transport.errors import MalformedEngineResponseError
+
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, MalformedEngineResponseError)
+
+
 def trace_reward(
     trace: Any, reward_key: str | None, *, key_flag: str = "--reward-key"
 ) -> float | dict[str, float]:

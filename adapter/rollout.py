@@ -165,6 +165,12 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         settings.renderer_pool_size,
     )
     pool = shared_renderer_pool(spec)
+    # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
+    vocab_size = getattr(pool, "vocab_size", None)
+    transport = {
+        mode: template.model_copy(update={"vocab_size": vocab_size})
+        for mode, template in transport.items()
+    }
     config = prepared.config
     from verifiers.v1 import Environment
 
@@ -276,12 +282,28 @@ class VerifiersRolloutFn:
 
     def _scope(self, mode: str) -> CallScope:
         from miles_verifiers.transport import SGLangTransport
+        from miles_verifiers.transport.proxies import ensure_loopback_bypass
 
+        # Harnesses reach Verifiers' interception server on localhost with clients that trust
+        # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
+        # this machine, and each request carries the rollout's bearer secret and prompt).
+        added = ensure_loopback_bypass(os.environ)
+        if added:
+            logger.info(
+                "a proxy is configured but NO_PROXY lacked %s; added them so loopback traffic "
+                "(the engine, the interception server) goes direct",
+                ", ".join(added),
+            )
         run = self._run
         settings = run.transport[mode].model_copy(update={"rid_prefix": new_rid_prefix(mode)})
         transport = SGLangTransport(settings)
         client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
         return CallScope(run.environments, transport, client, run.settings.cleanup)
+
+    async def _verify_served_model(self, scope: CallScope) -> None:
+        options = self._run.options
+        aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
+        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
 
     def _contexts(self, scope: CallScope, mode: str) -> Any:
         from verifiers.v1 import ModelContext, SamplingConfig
@@ -319,8 +341,10 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
         async with self._train_lock.get():
             await run.hooks.configure_engine_dumper(self.args)
-            start = self._stream.start(rollout_id)
             async with self._scope("train") as scope:
+                # Before the first request: samples of another model must never be trained on.
+                await self._verify_served_model(scope)
+                start = self._stream.start(rollout_id)
                 result = await train_rollout(
                     scope,
                     run.train,
@@ -359,6 +383,7 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)
         await run.hooks.configure_engine_dumper(self.args)
         async with self._scope("eval") as scope:
+            await self._verify_served_model(scope)
             data, metrics = await evaluate(
                 scope,
                 run.eval,

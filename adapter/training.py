@@ -31,6 +31,7 @@ from miles_verifiers.conversion import (
     ConversionError,
     MultipleBranchesError,
     convert_group,
+    looks_like_contract_breach,
     looks_like_engine_abort,
 )
 from miles_verifiers.episodes import CallScope, GroupRun, describe_error, run_group
@@ -39,6 +40,7 @@ from miles_verifiers.hooks import MilesHooks
 from miles_verifiers.metrics import (
     DROP_ABORTED,
     DROP_EMPTY_TRACE,
+    DROP_ENGINE_CONTRACT,
     DROP_EPISODE_ERROR,
     DROP_TRACE_ERROR,
     TRAIN_PREFIX,
@@ -108,6 +110,9 @@ _REASON_HINTS: dict[str, str] = {
     DROP_TRACE_ERROR: "rollouts recorded errors (harness, tools, user simulator, rewards or "
     "model calls)",
     DROP_ABORTED: "the engine aborted model requests",
+    DROP_ENGINE_CONTRACT: "the engine answered with tokens that break the /generate contract "
+    "(positive or non-finite logprobs, more tokens than max_new_tokens, ids outside the "
+    "tokenizer's vocabulary); check that the engine serves --hf-checkpoint with its tokenizer",
     DROP_EMPTY_TRACE: "rollouts ended before any model turn (e.g. a first prompt over "
     "--rollout-max-prompt-len or the context window)",
 }
@@ -191,6 +196,10 @@ async def judge_group(
     for trace in errored:
         if is_unsupported_request(trace.error):
             raise UnsupportedRequestRunError(trace.error.message)
+    breached = [t for t in errored if looks_like_contract_breach(t.error)]
+    if breached:
+        # Never trained on, and named apart: a faulty engine, not a failing task.
+        return _drop(offset, DROP_ENGINE_CONTRACT, run, describe_error(breached[0].error))
     if errored:
         aborted = all(looks_like_engine_abort(t.error) for t in errored)
         reason = DROP_ABORTED if aborted else DROP_TRACE_ERROR

@@ -65,6 +65,10 @@ aiohttp 3.x (under verifiers' interception server)
     handler still runs belongs to a cancelled rollout. Without it a cancelled user-simulator
     rollout holds the call's shutdown for a minute. -> :func:`set_shutdown_timeout`
 
+13. ``Renderer._tokenizer`` (each renderer's tokenizer; no public accessor). Its length is the
+    vocabulary the transport checks sampled ids against. Without it that check is off.
+    -> :func:`renderer_vocab_size`
+
 argparse (standard library)
 ---------------------------
 12. ``ArgumentParser._option_string_actions``: every option string a parser knows (no public
@@ -128,6 +132,16 @@ def set_shutdown_timeout(runner: Any, seconds: float) -> bool:
         return False
     runner._shutdown_timeout = seconds
     return True
+
+
+def renderer_vocab_size(renderer: Any) -> int | None:
+    """How many token ids the renderer's tokenizer knows (``len(tokenizer)``), or None."""
+    tokenizer = getattr(renderer, "_tokenizer", None) or getattr(renderer, "tokenizer", None)
+    try:
+        size = len(tokenizer) if tokenizer is not None else 0
+    except TypeError:
+        return None
+    return size or None
 
 
 def known_option_strings(parser: Any) -> list[str]:

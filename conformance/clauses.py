@@ -82,6 +82,9 @@ CLAUSES: Final = MappingProxyType(
         "the documented bounded-replacement error, within a deadline.",
         "FLT-2": "A taskset whose every episode fails ends with the bounded-replacement error, "
         "never a hang.",
+        "FLT-3": "An engine answer that breaks the /generate contract (a positive or NaN "
+        "logprob, more tokens than max_new_tokens, a token id outside the vocabulary, logprobs "
+        "not aligned with output_ids) is refused and never trained on.",
         # Eval output.
         "EVL-1": "An eval call returns data keyed by the environment id, with rewards, truncated "
         "and samples aligned per trace over every task times --n-samples-per-eval-prompt.",

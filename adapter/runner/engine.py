@@ -76,8 +76,12 @@ def require_reachable(address: EngineAddress, timeout_s: float = 10.0) -> None:
     """
     import httpx
 
+    from miles_verifiers.transport.proxies import direct_mounts
+
     try:
-        httpx.get(f"{address.base_url}/health", timeout=timeout_s)
+        # A loopback engine is asked directly, as the transport will (whatever HTTP_PROXY says).
+        with httpx.Client(mounts=direct_mounts([address.base_url])) as client:
+            client.get(f"{address.base_url}/health", timeout=timeout_s)
     except httpx.HTTPError as error:
         raise EngineUnreachableError(
             f"nothing answers at {address.base_url} ({type(error).__name__}: {error}). Fix: "

@@ -199,16 +199,32 @@ def error_for_status(response: httpx.Response) -> Exception:
 
 
 def error_for_transport_failure(
-    exc: httpx.TransportError, request: httpx.Request
+    exc: httpx.TransportError, request: httpx.Request, *, proxy: str | None = None
 ) -> openai.APIConnectionError:
     """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
-    ``APIConnectionError`` (503)."""
+    ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a
+    failure there is the proxy's, not necessarily the engine's, so the message says so."""
     if isinstance(exc, httpx.TimeoutException):
         return openai.APITimeoutError(request=request)
+    via = ""
+    if proxy:
+        via = (
+            f" through the proxy {_without_credentials(proxy)} named by the environment "
+            "(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add the engine host to NO_PROXY to reach it "
+            "directly)"
+        )
     return openai.APIConnectionError(
-        message=f"could not talk to SGLang at {request.url}: {type(exc).__name__}: {exc}",
+        message=f"could not talk to SGLang at {request.url}{via}: {type(exc).__name__}: {exc}",
         request=request,
     )
+
+
+def _without_credentials(proxy: str) -> str:
+    try:
+        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
+    except httpx.InvalidURL:
+        return "(unparseable proxy URL)"
+    return str(url.copy_with(username=None, password=None))
 
 
 def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.BadRequestError:
@@ -225,7 +241,10 @@ def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.
 def error_for_output(
     exc: EngineAborted | MalformedOutput, response: httpx.Response, body: object | None
 ) -> openai.APIError:
-    """The exception for a 2xx answer that is an abort or cannot be trusted."""
+    """The exception for a 2xx answer that is an abort or cannot be trusted.
+
+    An untrustworthy answer names the engine URL it came from and the field at fault.
+    """
     if isinstance(exc, EngineAborted):
         status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
         return EngineAbortedError(
@@ -242,6 +261,7 @@ def error_for_output(
         body,
         message=tag_message(
             MalformedEngineResponseError,
-            f"SGLang's /generate answer is unusable for training: {exc}",
+            f"SGLang at {response.request.url} broke the /generate contract; its answer is "
+            f"unusable for training: {exc}",
         ),
     )

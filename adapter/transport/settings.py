@@ -150,6 +150,11 @@ class TransportSettings(BaseModel):
     context_len: PositiveInt | None = None
     max_prompt_len: PositiveInt | None = None
     served_model_names: tuple[str, ...] = ()
+    vocab_size: PositiveInt | None = Field(
+        None,
+        description="Token ids the renderer's tokenizer knows (len(tokenizer)); an engine "
+        "answer with an id at or above it is refused. None skips that check.",
+    )
     stop_token_ids: tuple[Annotated[int, Field(ge=0)], ...] = ()
     stop: tuple[str, ...] = ()
     no_stop_trim: bool = True

@@ -238,6 +238,18 @@ def test_renderers_renderer_pool_private_fields_are_the_ones_we_adopt(size: int)
     )
 
 
+def test_renderers_renderer_keeps_its_tokenizer_in_private_tokenizer() -> None:
+    from renderers import create_renderer
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
+    renderer = create_renderer(tokenizer)
+
+    assert upstream.renderer_vocab_size(renderer) == len(tokenizer), (
+        "renderers no longer keeps the tokenizer in Renderer._tokenizer"
+    )
+
+
 def test_renderers_renderer_pool_properties_read_the_adopted_private_fields() -> None:
     base = upstream.renderer_pool_base()
     pool = base.__new__(base)
@@ -271,7 +283,7 @@ def test_growing_pool_own_fields_do_not_collide_with_renderer_pool_fields() -> N
 
     own = set(vars(growing)) - base_fields
 
-    assert own == {"_make_renderer", "_capacity", "_idle", "_built", "_grow_lock"}
+    assert own == {"_make_renderer", "_capacity", "_idle", "_built", "_grow_lock", "vocab_size"}
     assert not own & set(dir(base))
 
 

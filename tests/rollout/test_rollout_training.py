@@ -12,12 +12,19 @@ import pytest
 from miles_verifiers import AdapterSettings
 from miles_verifiers.contract.compat import contract
 from miles_verifiers.conversion import MultipleBranchesError
-from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
+from miles_verifiers.fixtures.engine import (
+    EngineConfig,
+    FaultPlan,
+    LoopbackEngine,
+    PolicyConfig,
+    serve_engine,
+)
 from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
 from miles_verifiers.scheduling import DispatchBudgetError, read_state
 from miles_verifiers.training import ReplacementBudgetError, UnsupportedRequestRunError
 
 from tests.rollout.rollout_support import (
+    MODEL,
     MilesLoop,
     RecordingEngine,
     RolloutFnFactory,
@@ -25,6 +32,7 @@ from tests.rollout.rollout_support import (
     fingerprint,
     flat,
     miles_args,
+    point_at,
     task_data,
     task_prompts,
     write_config,
@@ -212,6 +220,27 @@ def test_a_taskset_whose_every_episode_fails_ends_with_the_bounded_replacement_e
     assert "'trace_error'" in message and "HarnessError" in message
 
 
+def test_groups_given_contract_breaking_engine_answers_are_dropped_as_engine_contract(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    engine.set_faults(FaultPlan.always("out_of_vocab"))
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
+    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+
+    with pytest.raises(ReplacementBudgetError) as caught:
+        train(fn, 0, miles_loop)
+
+    assert caught.value.drop_reasons == {"engine_contract": 3}
+    message = str(caught.value)
+    assert "broke the /generate contract" in message and "outside the tokenizer's" in message
+    assert f":{engine_port}/generate broke the /generate contract" in message
+
+
 def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
@@ -364,9 +393,13 @@ def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
         n_samples_per_prompt=1,
     )
     fn = build_rollout_fn(args, config)
+    # Miles starts SGLang with --model-path <--hf-checkpoint>, so the engine reports that path.
+    served = LoopbackEngine(EngineConfig(model=MODEL, claimed_model=str(unregistered_checkpoint)))
 
-    with pytest.raises(UnsupportedRequestRunError) as caught:
-        train(fn, 0, miles_loop)
+    with serve_engine(engine=served) as running:
+        point_at(args, running.port)
+        with pytest.raises(UnsupportedRequestRunError) as caught:
+            train(fn, 0, miles_loop)
 
     assert "--hf-checkpoint or --sglang-tokenizer-path" in str(caught.value)
 
