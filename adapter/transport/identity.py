@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
+from miles_verifiers.errors import SetupError
+
 __all__ = ["EngineModelMismatchError", "check_served_model", "model_key", "served_models"]
 
 # Fields of /model_info that name what the engine loaded, in the order they are reported.
 SERVED_MODEL_FIELDS = ("model_path", "tokenizer_path")
 
 
-class EngineModelMismatchError(RuntimeError):
+class EngineModelMismatchError(SetupError, RuntimeError):
     """The engine serves another model than the one this run trains (a setup error)."""
 
 
