@@ -104,3 +104,18 @@ def test_command_line_to_namespace(parse):
     assert args.over_sampling_batch_size == 4
     assert args.apply_chat_template_kwargs == {"enable_thinking": False}
     assert args.lr == 1e-6
+
+
+def test_the_test_kit_namespace_has_the_runners_miles_defaults():
+    from miles_verifiers.fixtures.miles import SMALL_RUN
+    from miles_verifiers.fixtures.miles import miles_args as kit_miles_args
+    from miles_verifiers.runner.namespace import build_namespace
+
+    runner = vars(build_namespace({}))
+    kit = vars(kit_miles_args())
+
+    differing = {
+        name for name in runner.keys() & kit.keys() if runner[name] != kit[name]
+    } - set(SMALL_RUN) - {"over_sampling_batch_size"}  # derived from the batch size
+    assert differing == set()
+    assert runner.keys() <= kit.keys()
