@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from miles_verifiers.options import miles_defaults
-from miles_verifiers.runner.arguments import miles_args
+from miles_verifiers.runner.arguments import cli_namespace
 from miles_verifiers.runner.namespace import (
     EVAL_PLACEHOLDER_NAME,
     NamespaceError,
@@ -98,7 +98,7 @@ def test_command_line_to_namespace(parse):
             "--lr", "1e-6",
         ]
     )  # fmt: skip
-    args = miles_args(cli, None)
+    args = cli_namespace(cli, None)
     assert args.rollout_batch_size == 4
     assert args.n_samples_per_prompt == 2
     assert args.over_sampling_batch_size == 4
