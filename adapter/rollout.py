@@ -23,7 +23,6 @@ environment variables, or the ``settings=`` argument).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import importlib
 import logging
 import os
@@ -56,6 +55,7 @@ from miles_verifiers.errors import SetupError
 from miles_verifiers.evaluation import EvalSetup, evaluate
 from miles_verifiers.hooks import MilesHooks
 from miles_verifiers.options import MilesOptions
+from miles_verifiers.runner.loop import BackgroundLoop
 from miles_verifiers.scheduling import TaskOrder, default_dispatch_budget
 from miles_verifiers.training import TaskStream, TrainSetup, train_rollout
 from pydantic import Field, ValidationError
@@ -398,39 +398,29 @@ class VerifiersRolloutFn:
 # -- the legacy entry point --------------------------------------------------------------------------------
 
 
-class _BackgroundLoop:
-    """One event loop in a daemon thread, for running coroutines from synchronous callers.
+class _LegacyLoop:
+    """The runner's background loop, started on first use, for synchronous callers.
 
     Used by :func:`generate_rollout` when Miles' own runner (``miles.utils.async_utils.run``)
     is not importable; like Miles', it lives as long as the process.
     """
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: BackgroundLoop | None = None
         self._guard = threading.Lock()
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    def _started(self) -> BackgroundLoop:
         with self._guard:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="miles-verifiers-loop", daemon=True
-                )
-                thread.start()
-                self._loop = loop
+            if self._loop is None:
+                self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
             return self._loop
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        loop = self._running_loop()
-        try:
-            caller = asyncio.get_running_loop()
-        except RuntimeError:
-            caller = None
-        if caller is loop:
+        loop = self._started()
+        if loop.is_current():
             coroutine.close()
             raise RuntimeError("generate_rollout cannot be called from its own event loop")
-        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, loop)
-        return future.result()
+        return loop.run(coroutine, None)
 
 
 def _miles_runner() -> Any | None:
@@ -446,7 +436,7 @@ LEGACY_CACHE_SIZE = 4
 # on every call, so the instance (and its task stream) must outlive each call. Bounded.
 _legacy_instances: OrderedDict[tuple[int, int], tuple[Any, Any, VerifiersRolloutFn]] = OrderedDict()
 _legacy_guard = threading.Lock()
-_legacy_loop = _BackgroundLoop()
+_legacy_loop = _LegacyLoop()
 
 
 def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:

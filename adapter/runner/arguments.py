@@ -2,7 +2,7 @@
 
 A sub-parser built by :func:`new_subparser` takes the runner's own options, the typed Miles
 flags and any other ``--flag`` as passthrough. :func:`resolve_config_option` and
-:func:`miles_args` turn the parsed command line into the config path and the Miles
+:func:`cli_namespace` turn the parsed command line into the config path and the Miles
 namespace.
 """
 
@@ -76,7 +76,7 @@ def resolve_config_option(cli: argparse.Namespace) -> Path | None:
     return resolve_config(value) if value else None
 
 
-def miles_args(
+def cli_namespace(
     cli: argparse.Namespace,
     config_path: Path | None,
     preset: Mapping[str, Any] | None = None,

@@ -40,6 +40,13 @@ class BackgroundLoop:
         self._thread.start()
         return self
 
+    def is_current(self) -> bool:
+        """Whether the calling code runs on this loop (waiting on it from there would deadlock)."""
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
         """Run ``coroutine`` on the loop and wait for it (from any other thread)."""
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)

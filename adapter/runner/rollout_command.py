@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers.runner.arguments import (
-    miles_args,
+    cli_namespace,
     new_subparser,
     resolve_config_option,
     rollout_function_path,
@@ -132,7 +132,7 @@ def run_with_preset(
     debug = bool(getattr(cli, "debug", False))
     try:
         config_path = resolve_config_option(cli)
-        args = miles_args(cli, config_path, preset)
+        args = cli_namespace(cli, config_path, preset)
         calls = _plan(args)
         engine_url = engine_url_for(cli, args)
         model = tokenizer_source(args.hf_checkpoint, args.sglang_tokenizer_path)
