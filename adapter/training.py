@@ -423,6 +423,11 @@ class TaskStream:
     def state(self) -> SchedulerState | None:
         return self._state
 
+    @property
+    def identity(self) -> SchedulerState:
+        """The (empty) state this run would write: a saved one must match it."""
+        return self._identity
+
     def _load(self) -> SchedulerState:
         for directory in (self._load_dir, self._save_dir):
             if not directory:
@@ -435,9 +440,14 @@ class TaskStream:
 
     def start(self, rollout_id: int) -> Cursor:
         """The cursor rollout ``rollout_id`` starts from."""
+        resuming = self._state is None
         if self._state is None:
             self._state = self._load()
         lookup, self._state = start_rollout(self._state, rollout_id, self._batch, self._plan)
+        if resuming and rollout_id > 0:
+            # Miles resumes only after a checkpoint, so the one before this rollout exists:
+            # keep its start even when latest_checkpointed_iteration.txt names another one.
+            self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
         if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
             self._warned_fallback = True
             where = (
