@@ -25,6 +25,7 @@ from argparse import Namespace
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from typing import Any
 
 GROUP_NORMALIZED_ESTIMATORS = frozenset({"grpo", "gspo", "reinforce_plus_plus_baseline"})
@@ -122,6 +123,7 @@ _MILES_DEFAULTS: dict[str, Any] = {
     # checkpoints
     "save": None,
     "load": None,
+    "save_interval": None,
 }
 
 
@@ -143,6 +145,24 @@ def miles_args(**overrides: Any) -> Namespace:
     if values["eval_max_context_len"] is None:
         values["eval_max_context_len"] = values["rollout_max_context_len"]
     return Namespace(**values)
+
+
+def saves_checkpoint(args: Namespace, rollout_id: int) -> bool:
+    """Whether Miles' train loop checkpoints after training ``rollout_id``: every
+    ``--save-interval`` rollouts and after the last one."""
+    if args.save is None or args.save_interval is None:
+        return False
+    if args.num_rollout is not None and rollout_id == args.num_rollout - 1:
+        return True
+    return (rollout_id + 1) % args.save_interval == 0
+
+
+def record_checkpoint(args: Namespace, rollout_id: int) -> None:
+    """What a Miles checkpoint leaves for a rollout function: the saved rollout id in
+    ``latest_checkpointed_iteration.txt`` under ``--save`` (resuming starts at the next id)."""
+    directory = Path(args.save)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "latest_checkpointed_iteration.txt").write_text(f"{rollout_id}\n")
 
 
 def point_at_engine(args: Namespace, host: str, port: int) -> None:
