@@ -478,7 +478,7 @@ CARRYING = {
 }
 
 
-def test_resume_at_a_save_interval_checkpoint_older_than_recent_history_matches_an_uninterrupted_run():
+def test_resume_at_a_save_interval_checkpoint_long_past_matches_an_uninterrupted_run():
     plan = CheckpointPlan(save_interval=20)
     uninterrupted, state = train(CARRYING, plan=plan)
     replayed, _ = train(
@@ -569,7 +569,10 @@ def test_a_stream_refuses_state_written_with_other_batch_options_naming_the_file
     stream_rollout(carrying_stream(tmp_path, plan), 0, CARRYING)
     order = TaskOrder(CARRYING["num_tasks"], CARRYING["seed"], CARRYING["shuffle"])
     other = TaskStream(
-        order, CARRYING["target"], str(tmp_path), n_samples_per_prompt=4,
+        order,
+        CARRYING["target"],
+        str(tmp_path),
+        n_samples_per_prompt=4,
         over_sampling_batch_size=CARRYING["target"] + CARRYING["extra"],
     )
     with pytest.raises(SchedulerStateMismatchError, match="--n-samples-per-prompt") as raised:
