@@ -122,6 +122,8 @@ _MILES_DEFAULTS: dict[str, Any] = {
     "lora_adapter_path": None,
     "lora_train_only": False,
     "save": None,
+    "save_interval": None,
+    "load": None,
 }
 
 
@@ -288,6 +290,14 @@ def _invalid(args: Any) -> list[OptionProblem]:
                     "unset to use the batch size.",
                 )
             )
+    if _get(args, "save_interval") is not None:
+        problems += _positive(
+            args,
+            "save_interval",
+            "--save-interval",
+            "pass --save-interval N (N >= 1), the rollouts between checkpoints, or leave it "
+            "unset.",
+        )
     problems += _engine_count_problems(args)
     try:
         _chat_template_kwargs(_get(args, "apply_chat_template_kwargs"))
@@ -547,6 +557,9 @@ class MilesOptions:
     lora_adapter_path: str | None
     lora_train_only: bool
     save_dir: str | None
+    # Miles checkpoints every --save-interval rollouts; the scheduler keeps those resume points.
+    save_interval: int | None
+    load_dir: str | None
 
     @property
     def engine_count(self) -> int:
@@ -677,6 +690,8 @@ def build_options(args: Any) -> MilesOptions:
         lora_adapter_path=_get(args, "lora_adapter_path"),
         lora_train_only=bool(_get(args, "lora_train_only")),
         save_dir=_get(args, "save"),
+        save_interval=_get(args, "save_interval"),
+        load_dir=_get(args, "load"),
     )
 
 

@@ -27,6 +27,7 @@ import importlib
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
@@ -56,7 +57,8 @@ from miles_verifiers.evaluation import EvalSetup, evaluate
 from miles_verifiers.hooks import MilesHooks
 from miles_verifiers.options import MilesOptions
 from miles_verifiers.runner.loop import BackgroundLoop
-from miles_verifiers.scheduling import TaskOrder, default_dispatch_budget
+from miles_verifiers.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers.state_dir import claim as claim_state_dir
 from miles_verifiers.training import TaskStream, TrainSetup, train_rollout
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -252,14 +254,32 @@ class VerifiersRolloutFn:
         self.data_source = input.data_source
         self.settings = settings if settings is not None else AdapterSettings.from_environ()
         self._run = _build_run(self.args, self.settings)
+        options = self._run.options
+        # Refuse an unwritable or shared --save now, not after the first rollout's samples.
+        save_claim = (
+            claim_state_dir(options.save_dir)
+            if options.save_dir and options.train_enabled
+            else None
+        )
+        self._release_save = (
+            weakref.finalize(self, save_claim.release) if save_claim is not None else None
+        )
         self._stream = TaskStream(
             self._run.train.order,
-            self._run.options.rollout_batch_size,
-            self._run.options.save_dir,
-            getattr(self.args, "load", None),
+            options.rollout_batch_size,
+            options.save_dir,
+            options.load_dir,
+            n_samples_per_prompt=options.n_samples_per_prompt,
+            over_sampling_batch_size=options.over_sampling_batch_size,
+            plan=CheckpointPlan(options.save_interval, options.num_rollout),
         )
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
+
+    def close(self) -> None:
+        """Release the ``--save`` directory for another rollout function (also done on GC)."""
+        if self._release_save is not None:
+            self._release_save()
 
     @property
     def options(self) -> MilesOptions:

@@ -54,7 +54,8 @@ CLAUSES: Final = MappingProxyType(
         "CYC-2": "A dropped group (dynamic filter or failed episode) is replaced by the next task; "
         "the returned groups are the first kept ones in task order.",
         "RES-1": "A run stopped after any rollout and resumed by a new instance with the same "
-        "--save directory produces exactly the rollouts of an uninterrupted run.",
+        "--save directory, from its newest checkpoint or an older one, produces exactly the "
+        "rollouts of an uninterrupted run.",
         # Groups and rewards.
         "GRP-1": "Every returned group holds the samples of exactly one task.",
         "GRP-2": "Groups come back in task order whatever order their episodes complete in.",

@@ -21,7 +21,9 @@ from miles_verifiers.fixtures.miles import (
     miles_args,
     normalized_rewards,
     point_at_engine,
+    record_checkpoint,
     reward_group_segments,
+    saves_checkpoint,
 )
 
 __all__ = [
@@ -37,5 +39,7 @@ __all__ = [
     "miles_args",
     "normalized_rewards",
     "point_at_engine",
+    "record_checkpoint",
     "reward_group_segments",
+    "saves_checkpoint",
 ]

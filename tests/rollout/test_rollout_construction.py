@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from miles_verifiers import AdapterSettings, VerifiersRolloutFn
 from miles_verifiers.clients import EngineAddressUnsetError
 from miles_verifiers.contract.compat import contract
 
+from tests.adapter.state_dir_support import other_process
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
@@ -46,6 +48,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "--rollout-all-samples-process-path": {"rollout_all_samples_process_path": f"{HOOKS}:missing"},
     "--recompute-logprobs-via-prefill": {"recompute_logprobs_via_prefill": True},
     "--rm-type": {"rm_type": "math"},
+    "--save-interval": {"save_interval": 0},
     "--group-rm": {
         "group_rm": True,
         "custom_rm_path": f"{HOOKS}.group_size_reward",
@@ -322,3 +325,73 @@ def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
 
     with pytest.raises(SetupError, match=variable):
         AdapterSettings.from_environ()
+
+
+# -- the --save directory ------------------------------------------------------------------------
+
+
+def test_a_save_directory_that_cannot_be_written_is_refused_at_construction_naming_save(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    args = miles_args(save=str(tmp_path / "a-file" / "ckpt"))
+
+    error = construction_error(
+        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
+    )
+
+    assert "--save" in str(error) and str(tmp_path / "a-file" / "ckpt") in str(error)
+
+
+def test_a_save_directory_another_run_holds_is_refused_at_construction_naming_it(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    with other_process(save) as (holder, said):
+        assert said == "claimed"
+        error = construction_error(
+            miles_args(save=str(save)),
+            write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+            use_config,
+            monkeypatch,
+        )
+
+    assert "--save" in str(error) and str(save) in str(error)
+    assert str(holder.pid) in str(error)
+
+
+def test_a_rollout_function_holds_its_save_directory_until_closed(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    with other_process(save) as (_, said):
+        assert said == "refused StateDirLockedError"
+    fn.close()
+    with other_process(save) as (_, said):
+        assert said == "claimed"
+
+
+def test_a_garbage_collected_rollout_function_releases_its_save_directory(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    del fn
+    gc.collect()
+    with other_process(save) as (_, said):
+        assert said == "claimed"
+
+
+def test_two_rollout_functions_of_one_process_may_share_a_save_directory(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Miles may build a train and an eval instance from the same arguments in one process.
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    first = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    second = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    first.close()
+    second.close()
