@@ -127,10 +127,11 @@ TRANSPORT_LIMITS: dict[str, tuple[dict[str, Any], str, str]] = {
         "--eval-max-prompt-len",
         "pass --eval-max-prompt-len at most 49",
     ),
+    # (eval, because Miles' post-parse fix-ups turn a rollout context of 1 into a prompt cap of 0)
     "context of one token": (
-        {"rollout_max_context_len": 1},
-        "--rollout-max-context-len",
-        "pass --rollout-max-context-len N with N >= 2",
+        {"eval_max_context_len": 1},
+        "--eval-max-context-len",
+        "pass --eval-max-context-len N with N >= 2",
     ),
     "33 stop strings": (
         {"rollout_stop": [f"<stop{i}>" for i in range(33)]},
