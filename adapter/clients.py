@@ -55,24 +55,27 @@ IDENTITY_FLAGS = "--hf-checkpoint or --sglang-tokenizer-path"
 _REFUSED = 400
 
 
-class UnsupportedRequestError(SetupError, ProviderError):
+class UnsupportedRequestError(ProviderError, SetupError):
     """The harness asked for something the Miles token path cannot do (a setup problem).
 
     Its message is tagged, so the rollout function can tell "the setup is wrong" (stop the
     run) from "this episode failed" once Verifiers has recorded it on a trace.
     """
 
-    code = "unsupported_request"
+    trace_code = "unsupported_request"
 
     def __init__(self, what: str, fix: str) -> None:
         message = tag_message(UnsupportedRequestError, f"{what} Fix: {fix}")
-        super().__init__(message, status_code=_REFUSED)
+        ProviderError.__init__(self, message, status_code=_REFUSED)
 
 
-class CallEndedError(RolloutCallError, ProviderError):
+class CallEndedError(ProviderError, RolloutCallError):
     """A model request arrived after the rollout call that owns it had ended."""
 
-    code = "call_ended"
+    trace_code = "call_ended"
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        ProviderError.__init__(self, message, status_code=status_code)
 
 
 class RendererSetupError(SetupError, ValueError):

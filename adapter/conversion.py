@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from miles_verifiers.contract.compat import build_sample, contract
 from miles_verifiers.errors import RolloutCallError, recorded_error_class
@@ -246,7 +246,7 @@ def trace_to_sample(
         loss_mask=split.loss_mask,
         rollout_log_probs=split.rollout_log_probs,
         weight_versions=[] if weight_version is None else [str(weight_version)],
-        status=sample_status(trace, cls.Status, is_abort),
+        status=sample_status(trace, cast(Any, cls).Status, is_abort),
         metadata=metadata,
     )
     sample.validate()

@@ -17,7 +17,7 @@ or the ``openai``/Verifiers class that Verifiers' TrainClient needs to see, so e
 ``except ValueError`` code keeps working.
 
 Errors raised inside an episode cross Verifiers, which records only their class name and
-message on the trace. Classes that can take that road carry a ``code``; their messages end
+message on the trace. Classes that can take that road carry a ``trace_code``; their messages end
 with a tag naming it, and :func:`recorded_error_class` turns a recorded trace error back into
 the class, so the adapter still decides by type, not by wording.
 """
@@ -45,16 +45,17 @@ _BY_CODE: dict[str, type[MilesVerifiersError]] = {}
 class MilesVerifiersError(Exception):
     """Base of every exception miles-verifiers raises."""
 
-    code: ClassVar[str | None] = None
-    """Set on classes whose instances may be recorded on a Verifiers trace (see module doc)."""
+    trace_code: ClassVar[str | None] = None
+    """Set on classes whose instances may be recorded on a Verifiers trace (see module doc).
+    (Not ``code``: openai's errors, which some of ours also are, use that name per instance.)"""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        code = cls.__dict__.get("code")
+        code = cls.__dict__.get("trace_code")
         if code is None:
             return
         if not _TAG_PATTERN.fullmatch(f"[{_TAG_PREFIX}{code}]"):
-            raise TypeError(f"{cls.__qualname__}.code {code!r} must be lower_snake_case")
+            raise TypeError(f"{cls.__qualname__}.trace_code {code!r} must be lower_snake_case")
         taken = _BY_CODE.get(code)
         if taken is not None and taken.__qualname__ != cls.__qualname__:
             raise TypeError(f"error code {code!r} is used by {taken.__qualname__} already")
@@ -79,9 +80,9 @@ class CommandLineError(MilesVerifiersError):
 
 def tag_message(error_cls: type[MilesVerifiersError], message: str) -> str:
     """``message`` with the tag that lets :func:`recorded_error_class` recognise ``error_cls``."""
-    if error_cls.code is None:
+    if error_cls.trace_code is None:
         raise TypeError(f"{error_cls.__qualname__} has no code to tag a message with")
-    return f"{message} [{_TAG_PREFIX}{error_cls.code}]"
+    return f"{message} [{_TAG_PREFIX}{error_cls.trace_code}]"
 
 
 def recorded_error_class(recorded: Any) -> type[MilesVerifiersError] | None:

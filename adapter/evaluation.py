@@ -87,7 +87,7 @@ class EvalEntry:
     empty: bool
 
 
-def _status(sample_cls: type, name: str) -> Any:
+def _status(sample_cls: Any, name: str) -> Any:
     return getattr(sample_cls.Status, name)
 
 

@@ -161,7 +161,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     # A media part would be dropped on the token path; refuse it before anything is sent.
     check_task_prompts(tasks)
     spec = RendererSpec.build(
-        options.tokenizer_source,
+        options.tokenizer_source or model,
         identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),
         options.train.chat_template_kwargs,
         settings.renderer_pool_size,

@@ -369,8 +369,8 @@ async def train_rollout(
             sampling_params=prefill_sampling,
         )
 
-    consumed_drops = Counter(
-        dispatcher.judged[o].reason for o in settlement.dropped if dispatcher.judged[o].reason
+    consumed_drops: Counter[str] = Counter(
+        reason for o in settlement.dropped if (reason := dispatcher.judged[o].reason)
     )
     traces = [t for j in accepted for t in j.traces]
     metrics = merge(

@@ -351,7 +351,7 @@ def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         setattr(parsed, PASSTHROUGH_DEST, previous + list(extras))
         return parsed, []
 
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign, assignment]
     return parser
 
 

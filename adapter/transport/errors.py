@@ -54,7 +54,7 @@ _CONTEXT_LENGTH_PHRASES = (
 class RequestRejected(EngineError, ValueError):
     """The transport refuses the request itself; it is never sent (reported as HTTP 400)."""
 
-    code = "request_refused"
+    trace_code = "request_refused"
 
 
 class MultimodalNotSupported(RequestRejected):
@@ -93,7 +93,7 @@ class EngineAbortedError(EngineError, openai.APIStatusError):
     harness may retry the turn once the engine serves again.
     """
 
-    code = "engine_aborted"
+    trace_code = "engine_aborted"
 
     def __init__(
         self, message: str, *, response: httpx.Response, body: object | None, status_code: int
@@ -105,7 +105,7 @@ class EngineAbortedError(EngineError, openai.APIStatusError):
 class MalformedEngineResponseError(EngineError, openai.APIResponseValidationError):
     """SGLang answered 2xx, but its token metadata cannot be trusted for training (502)."""
 
-    code = "unusable_answer"
+    trace_code = "unusable_answer"
 
 
 # --- classification --------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def error_for_status(response: httpx.Response) -> Exception:
 
 
 def error_for_transport_failure(
-    exc: httpx.TransportError, request: httpx.Request, *, proxy: str | None = None
+    exc: httpx.RequestError, request: httpx.Request, *, proxy: str | None = None
 ) -> openai.APIConnectionError:
     """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
     ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a

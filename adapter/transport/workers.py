@@ -88,9 +88,12 @@ async def list_workers(
 def _urls_from_workers(body: object) -> list[str]:
     if not isinstance(body, dict) or not isinstance(body.get("workers"), list):
         raise ValueError('expected {"workers": [...]}')
-    urls = [worker.get("url") for worker in body["workers"] if isinstance(worker, dict)]
-    if not all(isinstance(url, str) and url for url in urls):
-        raise ValueError("a worker entry has no url")
+    urls: list[str] = []
+    for worker in body["workers"]:
+        url = worker.get("url") if isinstance(worker, dict) else None
+        if not isinstance(url, str) or not url:
+            raise ValueError("a worker entry has no url")
+        urls.append(url)
     return urls
 
 

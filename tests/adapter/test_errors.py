@@ -122,7 +122,7 @@ def test_two_classes_cannot_claim_one_code() -> None:
     with pytest.raises(TypeError, match="engine_aborted"):
 
         class Impostor(errors.EngineError):
-            code = "engine_aborted"
+            trace_code = "engine_aborted"
 
 
 def test_tagging_needs_a_class_with_a_code() -> None:
