@@ -55,7 +55,7 @@ def _emit(stage: str, **extra: object) -> None:
 def probe(args: argparse.Namespace) -> int:
     samples_per_group = 4
     groups = max(1, round(args.rollouts / args.calls / samples_per_group))
-    from miles_verifiers.fixtures.tokenizers import offline_environ
+    from miles_verifiers_testkit.tokenizers import offline_environ
 
     # Before anything imports transformers: the tokenizer loads by hub id, offline.
     os.environ.update(offline_environ())
@@ -103,7 +103,7 @@ class MemoryTrace:
         var = sum((x - mean_x) ** 2 for x in xs)
         if var == 0:
             return 0.0
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / var
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=False)) / var
         return slope * 1000
 
 

@@ -43,7 +43,7 @@ class Recorder:
 
     def result(self) -> BenchResult:
         return BenchResult(
-            created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             machine=machine_info(),
             versions=package_versions(),
             settings=self.settings,

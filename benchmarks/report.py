@@ -122,7 +122,7 @@ def write_plot(result: BenchResult, path: Path) -> bool:
 
     units = sorted(panels)
     fig, axes = plt.subplots(1, len(units), figsize=(5.5 * len(units), 4.2), squeeze=False)
-    for ax, unit in zip(axes[0], units):
+    for ax, unit in zip(axes[0], units, strict=False):
         for series, figures in sorted(panels[unit].items()):
             xs = [float(f.params["concurrency"]) for f in figures]
             ys = [f.median for f in figures]

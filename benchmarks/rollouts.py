@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.fixtures.miles import (
+from benchmarks.loadgen import DirectRequest
+from benchmarks.procstat import measure_tree_cpu
+from miles_verifiers_testkit.miles import (
     FIXTURE_CONFIGS,
     MODEL,
     MilesLoop,
@@ -30,9 +32,6 @@ from miles_verifiers.fixtures.miles import (
     miles_args,
     point_at_engine,
 )
-
-from benchmarks.loadgen import DirectRequest
-from benchmarks.procstat import measure_tree_cpu
 
 MODEL_ID = MODEL
 CONFIG_DIR = FIXTURE_CONFIGS
@@ -106,7 +105,7 @@ class RolloutDriver:
                 f"unknown taskset {taskset!r}; choose one of {sorted(TASKSET_CONFIGS)}"
             )
         from miles_verifiers import VerifiersRolloutFn
-        from miles_verifiers.contract import RolloutFnConstructorInput
+        from miles_verifiers._contract import RolloutFnConstructorInput
 
         # A one-engine, one-GPU training run. Qwen3 thinking drops <think> from history, so
         # user-simulator turns would not bridge: thinking off.
@@ -130,7 +129,7 @@ class RolloutDriver:
         self._next_id = 0
 
     def _invoke(self, rollout_id: int) -> Any:
-        from miles_verifiers.contract import RolloutFnTrainInput
+        from miles_verifiers._contract import RolloutFnTrainInput
 
         return call_rollout_function(
             self.fn, RolloutFnTrainInput(rollout_id=rollout_id), self._loop, self._timeout

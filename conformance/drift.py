@@ -27,7 +27,7 @@ def parse_ids(text: str) -> list[int]:
 
 def first_difference(old: Sequence[int], new: Sequence[int]) -> int | None:
     """The first position where the sequences differ (a length change counts), or None."""
-    for position, (a, b) in enumerate(zip(old, new)):
+    for position, (a, b) in enumerate(zip(old, new, strict=False)):
         if a != b:
             return position
     if len(old) != len(new):

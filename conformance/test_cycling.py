@@ -1,7 +1,7 @@
 """Taskset cycling and resumption: which tasks each rollout trains on, and surviving restarts.
 
-The documented order is described in ``order.py``. Drops here depend on the task alone (a dynamic filter listing prompts, and mv-faulty's
-seeded faults), so the expected stream is exact.
+The documented order is described in ``order.py``. Drops here depend on the task alone (a
+dynamic filter listing prompts, and mv-faulty's seeded faults), so the expected stream is exact.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_tasks_follow_the_epoch_order_minus_dropped_ones(
     drop_mask = data.draw(
         st.lists(st.booleans(), min_size=num_tasks, max_size=num_tasks), label="drop_mask"
     )
-    dropped = {p for p, drop in zip(prompts, drop_mask) if drop}
+    dropped = {p for p, drop in zip(prompts, drop_mask, strict=False) if drop}
     assume(any(p not in dropped for p in prompts))
     args = miles_args(
         rollout_batch_size=batch,
@@ -149,7 +149,7 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(
     drop_mask = data.draw(
         st.lists(st.booleans(), min_size=num_tasks, max_size=num_tasks), label="drop_mask"
     )
-    dropped = sorted(p for p, drop in zip(prompts, drop_mask) if drop)
+    dropped = sorted(p for p, drop in zip(prompts, drop_mask, strict=False) if drop)
     assume(len(set(dropped)) < len(set(prompts)))
     run_dir = Path(tempfile.mkdtemp(prefix="resume-", dir=workdir))
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
-from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
 
 from conformance.budget import budget
 from conformance.checks import check_train_output
 from conformance.miles_side import flatten, group_advantages, miles_args, normalized_rewards
 from conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_testkit.engine import FaultPlan, PolicyConfig
+from miles_verifiers_testkit.harness.protocol import parse_answer, peer_agreement
 
 CORRECT_WEIGHT = 1.0
 AGREEMENT_WEIGHT = 0.5

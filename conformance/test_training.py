@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine import FaultPlan
 
 from conformance.budget import budget
 from conformance.checks import check_train_output, output_fingerprint
 from conformance.miles_side import miles_args
 from conformance.world import MilesWorld, identify, task_prompts, write_config
+from miles_verifiers_testkit.engine import FaultPlan
 
 
 @pytest.mark.clause("TRN-1", "TRN-2")

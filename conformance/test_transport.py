@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine.schema_gate import SAMPLING_FIELDS_0_5_15
 
 from conformance.budget import budget
 from conformance.checks import check_round_trip, check_train_output
 from conformance.miles_side import miles_args
 from conformance.world import GenerateCall, MilesWorld, write_config
+from miles_verifiers_testkit.engine.schema_gate import SAMPLING_FIELDS_0_5_15
 
 # The sampling keys SGLang 0.5.15 accepts (the older, stricter release Miles supports; 0.5.23
 # adds beam_width and watermark), as the loopback engine's schema gate knows them: any other

@@ -6,15 +6,15 @@ import os
 
 import pytest
 
-from miles_verifiers.state_dir import (
+from miles_verifiers._state_dir import (
     LOCK_FILE_NAME,
     StateDirError,
     StateDirLockedError,
     check_writable,
     claim,
 )
-
 from tests.adapter.state_dir_support import other_process
+
 
 def test_a_directory_another_process_holds_is_refused_naming_it_and_the_holder(tmp_path):
     with other_process(tmp_path) as (holder, said):

@@ -10,8 +10,8 @@ import time
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import LatencyModel
 
+from miles_verifiers_testkit.engine import LatencyModel
 from tests.engine.engine_support import ServeFactory, in_background, wait_in_flight
 
 PROMPT = [9707, 11, 1879, 0]

@@ -7,8 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
-from miles_verifiers.fixtures.engine.schema_gate import (
+
+from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
+from miles_verifiers_testkit.engine.schema_gate import (
     ContractViolation,
     PureGate,
     SGLangGate,
@@ -17,7 +18,6 @@ from miles_verifiers.fixtures.engine.schema_gate import (
     load_sglang_api_types,
     sglang_gate,
 )
-
 from tests.engine.engine_support import QWEN, SKIP_WITHOUT_SGLANG
 
 MILES_PAYLOAD = {

@@ -7,8 +7,9 @@ import math
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine.prefix_cache import PrefixCache
-from miles_verifiers.fixtures.engine.sequence_math import PrefixKeys, as_u64, scripted_logprobs
+
+from miles_verifiers_testkit.engine.prefix_cache import PrefixCache
+from miles_verifiers_testkit.engine.sequence_math import PrefixKeys, as_u64, scripted_logprobs
 
 token_lists = st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=300)
 
@@ -44,7 +45,7 @@ def test_prefix_keys_agree_exactly_where_sequences_share_a_prefix() -> None:
     first = keys.keys(as_u64([1, 2, 3, 4, 5]))
     second = keys.keys(as_u64([1, 2, 3, 9, 5, 6]))
     assert list(first[:3]) == list(second[:3])
-    assert all(a != b for a, b in zip(first[3:], second[3:]))
+    assert all(a != b for a, b in zip(first[3:], second[3:], strict=False))
 
 
 def test_prefix_keys_grow_past_their_initial_length() -> None:

@@ -1,7 +1,7 @@
 import pytest
 import verifiers.v1 as vf
-
 from mv_compact import CompactConfig, CompactData, CompactTask, CompactTaskset
+
 from tests.fixtures_env.fixture_env_support import commit, new_trace, reply, user
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,6 @@ from collections import Counter
 
 import pytest
 import verifiers.v1 as vf
-
 from mv_faulty import (
     FAULT_KINDS,
     FaultyConfig,
@@ -12,6 +11,7 @@ from mv_faulty import (
     InjectedFault,
     assign_faults,
 )
+
 from tests.fixtures_env.fixture_env_support import conversation, reply, user
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 import pytest
 import verifiers.v1 as vf
-
 from mv_group import GroupConfig, GroupData, GroupTask, GroupTaskset
+
 from tests.fixtures_env.fixture_env_support import conversation, reply, user
 
 pytestmark = pytest.mark.anyio

@@ -4,10 +4,10 @@ scripted model client standing in for the language model."""
 
 import pytest
 import verifiers.v1 as vf
-
-from miles_verifiers.fixtures.harness import FixtureHarness, FixtureHarnessConfig
-from miles_verifiers.fixtures.harness.context import NOTES_HEADER
 from mv_arith import ArithData, ArithTask
+
+from miles_verifiers_testkit.harness import FixtureHarness, FixtureHarnessConfig
+from miles_verifiers_testkit.harness.context import NOTES_HEADER
 from tests.fixtures_env.fixture_env_support import (
     ScriptedClient,
     load_config,

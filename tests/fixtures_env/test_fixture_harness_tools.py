@@ -3,9 +3,9 @@ from contextlib import AsyncExitStack
 
 import pytest
 import verifiers.v1 as vf
-
-from miles_verifiers.fixtures.harness.tools import Toolbox
 from mv_tools.calculator import Calculator
+
+from miles_verifiers_testkit.harness.tools import Toolbox
 from tests.fixtures_env.fixture_env_support import ToolsetServer
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.loaders import harness_class, taskset_class
 
-from miles_verifiers.fixtures.harness import FixtureHarness
+from miles_verifiers_testkit.harness import FixtureHarness
 
 ENV_ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "environments"
 MODULES = sorted(p.name for p in ENV_ROOT.iterdir() if (p / "pyproject.toml").exists())
@@ -36,13 +36,13 @@ def test_package_is_named_with_dashes_and_imports_with_underscores(module):
 
 
 @pytest.mark.parametrize("module", MODULES)
-def test_package_depends_on_verifiers_and_miles_verifiers(module):
+def test_package_depends_on_verifiers_and_the_test_kit(module):
     project = tomllib.loads((ENV_ROOT / module / "pyproject.toml").read_text())
     names = {
         dep.split("=")[0].split("<")[0].split(">")[0].strip()
         for dep in project["project"]["dependencies"]
     }
-    assert names == {"verifiers", "miles-verifiers"}
+    assert names == {"verifiers", "miles-verifiers-testkit"}
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from miles_verifiers.errors import SetupError
-from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-from miles_verifiers.clients import EngineAddressUnsetError
-from miles_verifiers.contract.compat import contract
 
+from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+from miles_verifiers._clients import EngineAddressUnsetError
+from miles_verifiers._contract.compat import contract
+from miles_verifiers._errors import SetupError
 from tests.adapter.state_dir_support import other_process
 from tests.rollout.rollout_support import (
     MilesLoop,

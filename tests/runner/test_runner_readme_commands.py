@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.tokenizers import offline_environ
+
+from miles_verifiers_testkit.tokenizers import offline_environ
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +81,8 @@ def _environment() -> dict[str, str]:
 
 
 def _argv(words: list[str]) -> list[str]:
-    # The installed console script is ``miles_verifiers.cli:main``; run that with this Python.
-    return [sys.executable, "-m", "miles_verifiers.cli", *words[1:]]
+    # The installed console script is ``miles_verifiers._cli:main``; run that with this Python.
+    return [sys.executable, "-m", "miles_verifiers._cli", *words[1:]]
 
 
 def _run_to_completion(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -105,7 +106,7 @@ def _healthy(url: str) -> bool:
 def _serve_then_stop(words: list[str], cwd: Path) -> tuple[int, str]:
     """Start a serving command on a free port, wait for /health, Ctrl-C it."""
     port = str(_free_port())
-    words = [port if prev == "--port" else word for prev, word in zip(["", *words], words)]
+    words = [port if prev == "--port" else word for prev, word in zip(["", *words], words, strict=False)]
     process = subprocess.Popen(
         _argv(words), cwd=cwd, env=_environment(), stderr=subprocess.PIPE, text=True
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import MODEL_IDS
+from miles_verifiers_testkit.tokenizers import MODEL_IDS
 
 EXPECTED_RENDERER = {
     "Qwen/Qwen3-0.6B": "Qwen3Renderer",
@@ -95,7 +95,7 @@ def render_golden_cases(tokenizer: Any, name: str) -> dict[str, list[int]]:
         history = renderer.render(SYSTEM_AND_USER, tools=tools).token_ids
         parser_input = completed.token_ids[len(history) :]
     else:
-        parser_input = [t for t, s in zip(completed.token_ids, completed.sampled_mask) if s]
+        parser_input = [t for t, s in zip(completed.token_ids, completed.sampled_mask, strict=False) if s]
 
     bridging = renderer_for(tokenizer, name, bridge=True)
     previous_prompt = bridging.render(SYSTEM_AND_USER, add_generation_prompt=True).token_ids

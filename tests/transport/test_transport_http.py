@@ -13,7 +13,7 @@ import openai
 import pytest
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers.transport import (
+from miles_verifiers._transport import (
     EngineAbortedError,
     EngineAddressError,
     MalformedEngineResponseError,
@@ -386,7 +386,7 @@ def test_concurrent_turns_each_get_their_own_answer(make_harness) -> None:
 def test_dropped_keys_are_logged_once_at_debug(make_harness, echo_reply, caplog) -> None:
     h = make_harness()
     h.engine.replies.extend([echo_reply([1]), echo_reply([1])])
-    caplog.set_level(logging.DEBUG, logger="miles_verifiers.transport.transport")
+    caplog.set_level(logging.DEBUG, logger="miles_verifiers._transport.transport")
 
     async def two() -> None:
         await post(h.transport, renderer_body(routed_experts_prompt_start=3))

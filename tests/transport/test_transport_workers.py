@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from miles_verifiers.transport import EngineAbortedError, SGLangTransport, WorkerListError
-from miles_verifiers.transport.workers import abort_on_workers, list_workers, worker_base_url
+from miles_verifiers._transport import EngineAbortedError, SGLangTransport, WorkerListError
+from miles_verifiers._transport.workers import abort_on_workers, list_workers, worker_base_url
 
 ROUTER = "http://router.test:8000"
 
