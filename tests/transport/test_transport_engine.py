@@ -225,6 +225,39 @@ def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
     assert clean_engine.engine.in_flight_rids() == []
 
 
+def test_an_abort_sweep_against_a_direct_worker_leaves_nothing_running(
+    make_client: MakeClient,
+) -> None:
+    # A bare SGLang worker has no /workers or /list_workers: the sweep must abort at its URL.
+    config = EngineConfig(
+        model=MODEL,
+        context_length=CONTEXT_LEN,
+        router=False,
+        latency=LatencyModel(decode_s_per_token=0.05),
+    )
+    with serve_engine(config) as running:
+        client, transport = make_client(running.base_url)
+
+        async def scenario() -> tuple[BaseException | None, Any]:
+            turn = asyncio.create_task(ask(client))
+            for _ in range(500):
+                if running.engine.in_flight_rids():
+                    break
+                await asyncio.sleep(0.01)
+            report = await transport.abort()
+            try:
+                await asyncio.wait_for(turn, timeout=10)
+            except ProviderError as exc:
+                return exc, report
+            return None, report
+
+        error, report = asyncio.run(scenario())
+        assert report.ok
+        assert report.workers == (running.base_url,)
+        assert isinstance(error, ProviderError) and "aborted" in str(error)
+        assert running.engine.in_flight_rids() == []
+
+
 def test_persistent_5xx_is_retried_then_a_provider_error(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:
