@@ -459,6 +459,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
         lora_path=lora_path,
         routing=routing,
         max_connections=max(1, min(options.max_concurrency, 1024)),
+        probe_engine_limits=True,
     )
 
 

@@ -44,6 +44,9 @@ _CONTEXT_LENGTH_PHRASES = (
     "longer than the model",
     "prompt is too long",
     "prompt_too_long",
+    # SGLang's scheduler: a prompt at or over max_req_input_len, or one its KV pool cannot hold.
+    "exceeds the maximum allowed length",
+    "kv memory budget",
 )
 
 

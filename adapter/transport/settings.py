@@ -160,6 +160,11 @@ class TransportSettings(BaseModel):
     timeouts: TimeoutPolicy = TimeoutPolicy()
     retry: RetryPolicy = RetryPolicy()
     max_connections: PositiveInt = 512
+    probe_engine_limits: bool = Field(
+        False,
+        description="Read the engine's prompt limit and context length from GET /server_info "
+        "once per transport, and keep every request inside them.",
+    )
     session_cache_size: PositiveInt = 10_000
     rid_prefix: str | None = Field(
         None,

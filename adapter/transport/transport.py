@@ -31,6 +31,7 @@ from miles_verifiers.transport.errors import (
     is_retryable_status,
     is_retryable_transport_error,
 )
+from miles_verifiers.transport.limits import EngineLimits, fetch_engine_limits
 from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers.transport.request import (
     GenerateCall,
@@ -113,6 +114,8 @@ class SGLangTransport:
         self._lanes: list[httpx.AsyncClient] = []
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
         self._next_lane = itertools.count()
+        self._engine_limits: EngineLimits | None = None
+        self._limits_lock: asyncio.Lock | None = None
 
     @property
     def settings(self) -> TransportSettings:
@@ -155,6 +158,7 @@ class SGLangTransport:
         first_prompt = (
             session_id is None or session_id not in self._sessions
         ) and not is_known_continuation(body)
+        engine_limits = await self._limits(url.removesuffix("/generate"))
         try:
             call = build_generate_call(
                 body,
@@ -162,6 +166,7 @@ class SGLangTransport:
                 rid=self._new_rid(),
                 session_id=session_id,
                 first_prompt=first_prompt,
+                engine_limits=engine_limits,
             )
         except RequestRejected as exc:
             raise error_for_rejection(exc, httpx.Request("POST", url)) from exc
@@ -247,6 +252,21 @@ class SGLangTransport:
             ]
             self._lanes_loop = loop
         return self._lanes[next(self._next_lane) % len(self._lanes)]
+
+    async def _limits(self, base_url: str) -> EngineLimits | None:
+        """The engine's limits, read on this transport's first request (bounded by the
+        connect timeout); None when probing is off."""
+        if not self._settings.probe_engine_limits:
+            return None
+        if self._engine_limits is None:
+            if self._limits_lock is None:
+                self._limits_lock = asyncio.Lock()
+            async with self._limits_lock:
+                if self._engine_limits is None:
+                    self._engine_limits = await fetch_engine_limits(
+                        self._http(), base_url, timeout_s=self._settings.timeouts.connect_s
+                    )
+        return self._engine_limits
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         new = [

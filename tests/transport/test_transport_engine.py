@@ -187,6 +187,28 @@ def test_an_engine_context_overflow_ends_as_overlong(
         asyncio.run(ask(client, long_text))
 
 
+@pytest.mark.parametrize("probe_engine_limits", [True, False])
+def test_a_prompt_three_tokens_short_of_the_context_ends_as_context_length(
+    clean_engine: RunningEngine, make_client: MakeClient, probe_engine_limits: bool
+) -> None:
+    # It fits the context, but SGLang's scheduler refuses prompts of max_req_input_len =
+    # context - 6 tokens or more. With the limits read from the engine the transport ends it
+    # before sending; without them, the engine's refusal is recognised.
+    _, transport = make_client(clean_engine.base_url, probe_engine_limits=probe_engine_limits)
+
+    async def send() -> Any:
+        try:
+            return await transport.post(
+                f"{clean_engine.base_url}/inference/v1/generate",
+                body={"token_ids": [9707] * (CONTEXT_LEN - 3), "sampling_params": {}},
+            )
+        finally:
+            await transport.close()
+
+    with pytest.raises(OverlongPromptError):
+        asyncio.run(send())
+
+
 def test_the_models_probe_agrees_with_the_engine(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:
