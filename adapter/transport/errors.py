@@ -10,6 +10,7 @@ here. The functions are pure: they only build exception objects.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -48,6 +49,11 @@ _CONTEXT_LENGTH_PHRASES = (
     "exceeds the maximum allowed length",
     "kv memory budget",
 )
+
+
+# The Rust sglang-router's 422 text names the JSON path it could not read, e.g.
+# "...into the target type: sampling_params.sampling_seed: invalid value: ...".
+_ROUTER_FIELD = re.compile(r"target type: ([A-Za-z_][\w.\[\]]*):")
 
 
 # --- refusals decided before anything is sent -------------------------------------------------
@@ -187,6 +193,15 @@ def error_for_status(response: httpx.Response) -> Exception:
     message = f"SGLang answered HTTP {status}: {reason}"
     if status == 400 and is_context_length_message(reason):
         return OverlongPromptError(message)
+    if status == 422:
+        # Only the Rust sglang-router says 422 (SGLang itself says 400): its typed request
+        # struct could not hold a field. The same body will never be accepted.
+        field = _ROUTER_FIELD.search(reason)
+        named = f" field {field.group(1)!r}" if field else " request body"
+        message = (
+            f"the SGLang router refused the{named} (HTTP 422, not retried): {reason}. Fix the "
+            "value in the sampling settings or drop it"
+        )
     body = _json_body(response)
     if status >= 500:
         return openai.InternalServerError(message, response=response, body=body)

@@ -74,7 +74,9 @@ async def fetch_engine_limits(
         if response.status_code in (404, 405):
             continue
         if response.status_code != 200:
-            logger.info("could not read the engine's limits: GET %s: HTTP %s", url, response.status_code)
+            logger.info(
+                "could not read the engine's limits: GET %s: HTTP %s", url, response.status_code
+            )
             return EngineLimits()
         try:
             return engine_limits_from_info(response.json())

@@ -17,6 +17,7 @@ from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers.transport.errors import InvalidSamplingParams
 from miles_verifiers.transport.limits import EngineLimits
+from miles_verifiers.transport.sampling_types import check_sampling_types
 from miles_verifiers.transport.settings import TransportSettings
 
 __all__ = [
@@ -198,6 +199,7 @@ def translate_sampling(
         params[target] = value
         source_of[target] = key
 
+    check_sampling_types(params, source_of)
     stop_ids = merge_stop_token_ids(params.pop("stop_token_ids", None), settings.stop_token_ids)
     if stop_ids:
         params["stop_token_ids"] = stop_ids

@@ -137,6 +137,21 @@ def test_the_older_sglang_contract_is_served_too(make_client: MakeClient) -> Non
     assert response.tokens is not None and response.tokens.completion_ids
 
 
+def test_an_ill_typed_sampling_value_is_refused_before_sglang_0_5_16_can_500(
+    make_client: MakeClient,
+) -> None:
+    # SGLang 0.5.16 (production Miles' base) crashes on it with a bare 500 that names nothing
+    # and is retried; the transport refuses it at once, naming the key.
+    config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, sglang_version="0.5.15")
+    with serve_engine(config) as running:
+        recorder = RecordingTransport()
+        client, _ = make_client(running.base_url, recorder)
+        with pytest.raises(ProviderError, match="top_k") as caught:
+            asyncio.run(ask(client, top_k="many"))
+    assert caught.value.status_code == 400
+    assert recorder.exchanges == []
+
+
 def test_all_verifiers_sampling_extras_pass_sglangs_schema_gate(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:

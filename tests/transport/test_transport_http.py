@@ -188,6 +188,21 @@ def test_a_4xx_is_never_retried(make_harness) -> None:
     assert h.sleeps == []
 
 
+def test_a_router_422_is_not_retried_and_names_the_field(make_harness) -> None:
+    h = make_harness()
+    text = (
+        "Failed to deserialize the JSON body into the target type: sampling_params.top_k: "
+        "invalid type: floating point `2.5`, expected i32 at line 1 column 80"
+    )
+    h.engine.replies.append(httpx.Response(422, text=text))
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        run(post(h.transport, renderer_body()))
+    assert "field 'sampling_params.top_k'" in str(caught.value)
+    assert "not retried" in str(caught.value)
+    assert len(h.engine.requests) == 1
+    assert h.sleeps == []
+
+
 def test_a_context_length_400_is_an_overlong_prompt(make_harness) -> None:
     h = make_harness()
     message = "The input (300 tokens) is longer than the model's context length (256 tokens)."
