@@ -437,6 +437,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
     and chosen per rollout call. Raises ``pydantic.ValidationError`` for inconsistent limits.
     """
     from miles_verifiers.transport import RoutingPolicy, TransportSettings
+    from miles_verifiers.transport.routers import RouterKind
 
     sampling = options.train if mode == "train" else options.eval
     policy = options.sglang_router_policy
@@ -460,6 +461,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
         routing=routing,
         max_connections=max(1, min(options.max_concurrency, 1024)),
         probe_engine_limits=True,
+        router=RouterKind.for_miles(options.use_miles_router),
     )
 
 

@@ -23,7 +23,10 @@ from miles_verifiers.config import (
     load_env_config,
     load_taskset,
 )
+from miles_verifiers.clients import sampling_config_values
 from miles_verifiers.options import SamplingOptions, build_options, find_option_problems
+from miles_verifiers.transport.routers import RouterKind, keys_dropped_by_router
+from miles_verifiers.transport.sampling import RENAMED_KEYS
 from miles_verifiers.versions import UnsupportedVersionError, require_supported_versions
 
 
@@ -48,6 +51,7 @@ class CheckSummary:
     tokenizer: str | None
     train: SamplingOptions
     eval: SamplingOptions | None
+    router: RouterKind = RouterKind.SGLANG_ROUTER
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,21 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def router_sampling_problem(
+    sampling_keys: Sequence[str], router: RouterKind, mode: str
+) -> CheckProblem | None:
+    """A problem when ``router`` would silently drop one of the sampling keys a mode sends."""
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in sampling_keys), router)
+    if not lost:
+        return None
+    return CheckProblem(
+        "router",
+        f"{mode} sampling sets {', '.join(lost)}, which the {router.value} in front of the "
+        "engines drops without an error (it would have no effect). Run Miles with "
+        "--use-miles-router, whose router forwards every key, or remove it.",
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -110,6 +129,15 @@ def check_construction(
     except ConfigError as error:
         return CheckReport((CheckProblem("group reward", _describe(error), error),), None)
 
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    router_problems = [
+        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
+        for mode, sampling in modes
+    ]
+    if any(router_problems):
+        return CheckReport(tuple(p for p in router_problems if p is not None), None)
+
     try:
         construct(args)
     except Exception as error:  # noqa: BLE001 - a constructor may raise anything; report it
@@ -129,6 +157,7 @@ def check_construction(
         tokenizer=options.tokenizer_source,
         train=options.train,
         eval=options.eval if options.eval_enabled else None,
+        router=router,
     )
     return CheckReport((), summary)
 

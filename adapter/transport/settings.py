@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from miles_verifiers.transport.routers import RouterKind
+
 __all__ = [
     "EngineAddressError",
     "RetryPolicy",
@@ -160,6 +162,11 @@ class TransportSettings(BaseModel):
     timeouts: TimeoutPolicy = TimeoutPolicy()
     retry: RetryPolicy = RetryPolicy()
     max_connections: PositiveInt = 512
+    router: RouterKind = Field(
+        RouterKind.PASS_THROUGH,
+        description="What sits in front of the engines; with the Rust sglang-router, sampling "
+        "keys it drops are warned about once.",
+    )
     probe_engine_limits: bool = Field(
         False,
         description="Read the engine's prompt limit and context length from GET /server_info "

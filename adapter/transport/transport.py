@@ -39,6 +39,7 @@ from miles_verifiers.transport.request import (
     is_known_continuation,
 )
 from miles_verifiers.transport.response import convert_generate_output
+from miles_verifiers.transport.routers import keys_dropped_by_router
 from miles_verifiers.transport.sessions import SessionLedger
 from miles_verifiers.transport.settings import TransportSettings, resolve_engine_url
 from miles_verifiers.transport.workers import AbortReport, abort_on_workers, list_workers
@@ -52,6 +53,9 @@ SESSION_HEADER = "X-Session-ID"
 GENERATE_SUFFIX = "/inference/v1/generate"
 
 Sleep = Callable[[float], Awaitable[Any]]
+
+# Sampling keys already warned about as dropped by the router: once per process, not per call.
+_ROUTER_DROPS_WARNED: set[str] = set()
 
 
 def _session_id(options: Mapping[str, Any] | None) -> str | None:
@@ -269,6 +273,16 @@ class SGLangTransport:
         return self._engine_limits
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
+        lost = keys_dropped_by_router(call.payload["sampling_params"], self._settings.router)
+        lost_new = [key for key in lost if key not in _ROUTER_DROPS_WARNED]
+        if lost_new:
+            _ROUTER_DROPS_WARNED.update(lost_new)
+            logger.warning(
+                "the %s in front of the engines drops sampling param(s) %s without an error, so "
+                "they have no effect; run Miles with --use-miles-router to keep them",
+                self._settings.router.value,
+                lost_new,
+            )
         new = [
             k for k in (*call.dropped_keys, *call.overridden_keys) if k not in self._reported_keys
         ]

@@ -376,3 +376,26 @@ def test_dropped_keys_are_logged_once_at_debug(make_harness, echo_reply, caplog)
     assert all(
         r.levelno == logging.DEBUG for r in caplog.records if "not forwarding" in r.getMessage()
     )
+
+
+def test_keys_the_rust_router_drops_are_warned_about_once(make_harness, echo_reply, caplog) -> None:
+    h = make_harness(router="sglang-router")
+    h.engine.replies.extend([echo_reply([1]), echo_reply([1])])
+    caplog.set_level(logging.WARNING, logger="miles_verifiers.transport.transport")
+
+    async def two() -> None:
+        await post(h.transport, renderer_body(logit_bias={"7": 1.0}))
+        await post(h.transport, renderer_body(logit_bias={"7": 2.0}))
+
+    run(two())
+    warnings = [r.getMessage() for r in caplog.records if "drops sampling param" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "logit_bias" in warnings[0]
+
+
+def test_a_pass_through_router_gives_no_dropped_key_warning(make_harness, echo_reply, caplog):
+    h = make_harness(router="pass-through")
+    h.engine.replies.append(echo_reply([1]))
+    caplog.set_level(logging.WARNING, logger="miles_verifiers.transport.transport")
+    run(post(h.transport, renderer_body(logit_bias={"7": 1.0})))
+    assert not [r for r in caplog.records if "drops sampling param" in r.getMessage()]
