@@ -117,9 +117,10 @@ def test_the_cli_flags_describe_the_engine() -> None:
 
 
 def test_the_cli_defaults_match_sglangs() -> None:
+    # The default version is the 0.5.16 fork production Miles runs.
     args = _parse()
     config = config_from_args(args)
-    assert (args.port, config.model, config.sglang_version) == (30000, QWEN, "0.5.23")
+    assert (args.port, config.model, config.sglang_version) == (30000, QWEN, "0.5.16-fork")
     assert config.latency.is_instant and config.faults.is_clean
 
 
