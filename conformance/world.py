@@ -130,6 +130,28 @@ class RecordingEngine(LoopbackEngine):
             self._aborts = 0
 
 
+class EnginePool:
+    """Several recording workers seen as one engine (behind a router): resets reach every
+    worker, and the log is every worker's log."""
+
+    def __init__(self, engines: Sequence[RecordingEngine]) -> None:
+        self.engines = tuple(engines)
+
+    def reset(self, **knobs: Any) -> None:
+        for engine in self.engines:
+            engine.reset(**knobs)
+
+    def calls(self) -> list[GenerateCall]:
+        return [call for engine in self.engines for call in engine.calls()]
+
+    def request_count(self) -> int:
+        return sum(engine.request_count() for engine in self.engines)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(engine.in_flight for engine in self.engines)
+
+
 # -- fixture configs ---------------------------------------------------------------------
 
 
@@ -206,6 +228,8 @@ class MilesWorld:
     port: int
     loop: MilesLoop
     deadline_s: float = DEFAULT_DEADLINE_S
+    # "<topology>@<sglang version>" when the engine is a production-like deployment.
+    deployment: str = "loopback"
 
     @contextmanager
     def config_env(self, config_path: Path | str | None) -> Iterator[None]:
