@@ -74,13 +74,6 @@ def topology(request: pytest.FixtureRequest, profile: Any) -> Iterator[RunningTo
         pytest.skip(f"{name} topology unavailable here: {exc}")
 
 
-@pytest.fixture(autouse=True)
-def instant_engines(topology: RunningTopology) -> Iterator[None]:
-    yield
-    for running in topology.engines:
-        running.engine.set_latency(LatencyModel())
-
-
 @pytest.fixture(scope="module")
 def renderer_pool(offline_tokenizers: None) -> Any:
     from renderers import create_renderer_pool
@@ -128,7 +121,16 @@ def test_an_abort_sweep_leaves_nothing_running(
     for running in topology.engines:
         running.engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     client, transport = client_for(topology, renderer_pool)
+    try:
+        check_abort_sweep(topology, client, transport)
+    finally:
+        for running in topology.engines:
+            running.engine.set_latency(LatencyModel())
 
+
+def check_abort_sweep(
+    topology: RunningTopology, client: TrainClient, transport: SGLangTransport
+) -> None:
     async def scenario() -> tuple[BaseException | None, Any]:
         turn = asyncio.create_task(ask(client))
         for _ in range(500):
@@ -185,3 +187,45 @@ def test_logit_bias_reaches_the_engine_only_without_the_rust_router(
     (params,) = [p for engine in engines for p in engine.seen]  # type: ignore[attr-defined]
     # The Rust router re-serialises /generate into its typed struct, which has no logit_bias.
     assert ("logit_bias" in params) is (topology.name != "sglang-router")
+
+
+def test_every_turn_of_a_session_reaches_one_worker_under_the_manual_policy(
+    profile: Any,
+) -> None:
+    # The key-based router policy Miles picks with --use-session-server (sglang-router 0.3.2
+    # has no consistent_hashing): the transport sends the session id as the routing key.
+    config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, router=False)
+    engines = [SeenEngine(config, model=profile) for _ in range(2)]
+    try:
+        manager = serve_topology("sglang-router", engines, policy="manual")
+        running = manager.__enter__()
+    except TopologyUnavailable as exc:
+        pytest.skip(f"sglang-router topology unavailable here: {exc}")
+    try:
+        transport = SGLangTransport(
+            TransportSettings(
+                engine_url=running.url,
+                max_response_len=8,
+                routing="manual",
+                router=RouterKind.SGLANG_ROUTER,
+            )
+        )
+
+        async def turns() -> None:
+            try:
+                for session in ("s" * 32, "t" * 32):
+                    for turn in range(3):
+                        await transport.post(
+                            f"{running.url}/inference/v1/generate",
+                            body={"token_ids": [9707, turn + 1], "sampling_params": {}},
+                            options={"headers": {"X-Session-ID": session}},
+                        )
+            finally:
+                await transport.close()
+
+        asyncio.run(turns())
+    finally:
+        manager.__exit__(None, None, None)
+    per_worker = [len(engine.seen) for engine in engines]
+    assert sum(per_worker) == 6
+    assert all(count % 3 == 0 for count in per_worker), per_worker
