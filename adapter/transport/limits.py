@@ -11,11 +11,19 @@ tokens than the engine will generate.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["INPUT_RESERVE", "EngineLimits", "engine_limits_from_info", "fetch_engine_limits"]
+__all__ = [
+    "INPUT_RESERVE",
+    "EngineLimits",
+    "engine_limits_from_info",
+    "fetch_deployment_limits",
+    "fetch_engine_limits",
+    "tightest",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +46,16 @@ class EngineLimits:
         if self.context_length is not None:
             return self.context_length - prompt_len
         return None
+
+
+def tightest(limits: list[EngineLimits]) -> EngineLimits:
+    """The limits every one of several workers accepts (the smallest of each reported value)."""
+    inputs = [x.max_req_input_len for x in limits if x.max_req_input_len is not None]
+    contexts = [x.context_length for x in limits if x.context_length is not None]
+    return EngineLimits(
+        max_req_input_len=min(inputs) if inputs else None,
+        context_length=min(contexts) if contexts else None,
+    )
 
 
 def _positive_int(value: object) -> int | None:
@@ -83,3 +101,30 @@ async def fetch_engine_limits(
         except ValueError:
             return EngineLimits()
     return EngineLimits()
+
+
+# Workers asked for their limits when the router does not report them; a bound on the probes.
+MAX_WORKERS_PROBED = 8
+
+
+async def fetch_deployment_limits(
+    client: httpx.AsyncClient,
+    base_url: str,
+    list_workers: Callable[[], Awaitable[Sequence[str]]],
+    *,
+    timeout_s: float,
+) -> EngineLimits:
+    """The limits at ``base_url``; when it is a router that does not report them (the Rust
+    sglang-router answers its own summary), the tightest limits of its workers."""
+    limits = await fetch_engine_limits(client, base_url, timeout_s=timeout_s)
+    if limits.max_req_input_len is not None:
+        return limits
+    try:
+        workers = [w for w in await list_workers() if w != base_url][:MAX_WORKERS_PROBED]
+    except Exception as exc:  # noqa: BLE001 - the limits are an optimisation; never fail on them
+        logger.info("could not list workers to read their limits: %s", exc)
+        return limits
+    if not workers:
+        return limits
+    found = [await fetch_engine_limits(client, w, timeout_s=timeout_s) for w in workers]
+    return tightest(found)

@@ -31,7 +31,7 @@ from miles_verifiers.transport.errors import (
     is_retryable_status,
     is_retryable_transport_error,
 )
-from miles_verifiers.transport.limits import EngineLimits, fetch_engine_limits
+from miles_verifiers.transport.limits import EngineLimits, fetch_deployment_limits
 from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers.transport.request import (
     GenerateCall,
@@ -267,8 +267,12 @@ class SGLangTransport:
                 self._limits_lock = asyncio.Lock()
             async with self._limits_lock:
                 if self._engine_limits is None:
-                    self._engine_limits = await fetch_engine_limits(
-                        self._http(), base_url, timeout_s=self._settings.timeouts.connect_s
+                    timeout_s = self._settings.timeouts.connect_s
+                    self._engine_limits = await fetch_deployment_limits(
+                        self._http(),
+                        base_url,
+                        lambda: self.list_workers(timeout_s=timeout_s),
+                        timeout_s=timeout_s,
                     )
         return self._engine_limits
 

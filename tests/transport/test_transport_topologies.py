@@ -229,3 +229,34 @@ def test_every_turn_of_a_session_reaches_one_worker_under_the_manual_policy(
     per_worker = [len(engine.seen) for engine in engines]
     assert sum(per_worker) == 6
     assert all(count % 3 == 0 for count in per_worker), per_worker
+
+
+def test_max_new_tokens_is_clamped_to_what_the_workers_will_generate(
+    topology: RunningTopology,
+) -> None:
+    # The Rust router does not report the workers' limits itself; they are read from them.
+    prompt_len = CONTEXT_LEN - 20
+    for running in topology.engines:
+        running.engine.seen.clear()  # type: ignore[attr-defined]
+    transport = SGLangTransport(
+        TransportSettings(
+            engine_url=topology.url,
+            max_response_len=64,
+            probe_engine_limits=True,
+            router=ROUTER_OF[topology.name],
+        )
+    )
+
+    async def send() -> Any:
+        try:
+            return await transport.post(
+                f"{topology.url}/inference/v1/generate",
+                body={"token_ids": [9707] * prompt_len, "sampling_params": {}},
+            )
+        finally:
+            await transport.close()
+
+    asyncio.run(send())
+    (params,) = [p for r in topology.engines for p in r.engine.seen]  # type: ignore[attr-defined]
+    # SGLang generates at most max_req_len - prompt - 1 = (context - 1) - prompt - 1 tokens.
+    assert params["max_new_tokens"] == CONTEXT_LEN - 1 - prompt_len - 1
