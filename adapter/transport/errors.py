@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -181,16 +182,27 @@ def _json_body(response: httpx.Response) -> object | None:
         return None
 
 
-def error_for_status(response: httpx.Response) -> Exception:
+# What SGLang's HTTP server answers for an exception its handler does not catch.
+_UNCAUGHT_ERROR_TEXT = "internal server error"
+
+
+def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()) -> Exception:
     """The exception for a non-2xx SGLang answer.
 
     A 400 saying the prompt does not fit the context window is an ``OverlongPromptError`` (a
     clean ``context_length`` stop); every other status becomes the matching ``openai`` class, so
-    Verifiers records a ``ProviderError`` with that status.
+    Verifiers records a ``ProviderError`` with that status. A bare 500 names ``sampling_keys``
+    (the request's): SGLang before 0.5.23 answers that when it cannot build its
+    ``SamplingParams`` from them, and says nothing else.
     """
     status = response.status_code
     reason = engine_error_message(response)
     message = f"SGLang answered HTTP {status}: {reason}"
+    if status == 500 and reason.strip().casefold() == _UNCAUGHT_ERROR_TEXT and sampling_keys:
+        message += (
+            f" (SGLang 0.5.16 and older answer this when a sampling param cannot be used; this "
+            f"request set {', '.join(sorted(sampling_keys))})"
+        )
     if status == 400 and is_context_length_message(reason):
         return OverlongPromptError(message)
     if status == 422:

@@ -316,7 +316,7 @@ class SGLangTransport:
             else:
                 if response.is_success:
                     return response, rid
-                error = error_for_status(response)
+                error = error_for_status(response, tuple(call.payload["sampling_params"]))
                 retryable = is_retryable_status(response.status_code)
                 cause = error
             finally:

@@ -177,6 +177,18 @@ def test_retries_are_bounded_and_the_last_5xx_is_raised(make_harness) -> None:
     assert h.sleeps == [0.5, 1.0]
 
 
+def test_a_bare_500_is_retried_a_bounded_number_of_times_and_names_the_sampling_keys(
+    make_harness,
+) -> None:
+    # SGLang 0.5.16 answers a bare 500 when it cannot build SamplingParams from the request.
+    h = make_harness()
+    h.engine.replies.extend([httpx.Response(500, text="Internal Server Error")] * 3)
+    with pytest.raises(openai.InternalServerError) as caught:
+        run(post(h.transport, renderer_body(top_k=5)))
+    assert len(h.engine.requests) == 3
+    assert "top_k" in str(caught.value) and "max_new_tokens" in str(caught.value)
+
+
 def test_a_4xx_is_never_retried(make_harness) -> None:
     h = make_harness()
     h.engine.replies.append(
