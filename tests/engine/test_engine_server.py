@@ -124,6 +124,11 @@ def test_the_cli_defaults_match_sglangs() -> None:
     assert config.latency.is_instant and config.faults.is_clean
 
 
+def test_the_cli_serves_a_bare_worker_with_a_small_kv_pool_on_request() -> None:
+    config = config_from_args(_parse("--bare-worker", "--kv-capacity", "4096"))
+    assert (config.router, config.kv_capacity) == (False, 4096)
+
+
 def test_the_cli_refuses_a_probability_outside_0_and_1(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _parse("--fault-abort", "1.5")
