@@ -11,7 +11,25 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AdapterSettings", "VerifiersRolloutFn", "__version__", "generate_rollout"]
+from miles_verifiers.errors import (
+    CommandLineError,
+    EngineError,
+    MilesVerifiersError,
+    RolloutCallError,
+    SetupError,
+)
+
+__all__ = [
+    "AdapterSettings",
+    "CommandLineError",
+    "EngineError",
+    "MilesVerifiersError",
+    "RolloutCallError",
+    "SetupError",
+    "VerifiersRolloutFn",
+    "__version__",
+    "generate_rollout",
+]
 
 if TYPE_CHECKING:
     from miles_verifiers.rollout import AdapterSettings, VerifiersRolloutFn, generate_rollout

@@ -11,14 +11,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# Modules that expose ``register(subparsers)``; imported lazily so that ``--help`` stays fast
-# and a subcommand's heavy imports (transformers, verifiers) load only when it runs.
+from miles_verifiers.runner.kit import find_kit
+
+# Modules that expose ``register(subparsers)``; a subcommand's heavy imports (transformers,
+# verifiers) load only when it runs. The test kit, when installed, adds its own (demo,
+# engine, tokenizers).
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "miles_verifiers.runner.rollout_command",
     "miles_verifiers.runner.check_command",
-    "miles_verifiers.runner.demo_command",
-    "miles_verifiers.fixtures.tokenizers.cli",
-    "miles_verifiers.fixtures.engine.cli",
 )
 
 
@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train Miles on Verifiers V1 environments, and check that it works.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in SUBCOMMAND_MODULES:
+    kit = find_kit()
+    kit_modules = kit.subcommand_modules if kit is not None else ()
+    for module_name in (*SUBCOMMAND_MODULES, *kit_modules):
         importlib.import_module(module_name).register(subparsers)
     return parser
 

@@ -29,43 +29,63 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from miles_verifiers.errors import (
+    RolloutCallError,
+    SetupError,
+    recorded_error_class,
+    tag_message,
+)
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
+from miles_verifiers.content import NonTextContentError, plain_text_messages
+from miles_verifiers.upstream import (
+    renderer_vocab_size,
+    FixedRendererPool,
+    adopt_renderer_pool_fields,
+    is_tools_refusal,
+    renderer_pool_base,
+)
+
 logger = logging.getLogger(__name__)
 
-# Every error this client raises for a request it cannot serve starts with this tag, so the
-# rollout function can tell "the setup is wrong" (stop the run) from "this episode failed".
-UNSUPPORTED_REQUEST_TAG = "[miles-verifiers: unsupported request]"
 IDENTITY_FLAGS = "--hf-checkpoint or --sglang-tokenizer-path"
 
 # Status of the refusals: a 4xx, so no harness SDK retries them.
 _REFUSED = 400
 
 
-class UnsupportedRequestError(ProviderError):
-    """The harness asked for something the Miles token path cannot do (a setup problem)."""
+class UnsupportedRequestError(ProviderError, SetupError):
+    """The harness asked for something the Miles token path cannot do (a setup problem).
+
+    Its message is tagged, so the rollout function can tell "the setup is wrong" (stop the
+    run) from "this episode failed" once Verifiers has recorded it on a trace.
+    """
+
+    trace_code = "unsupported_request"
 
     def __init__(self, what: str, fix: str) -> None:
-        super().__init__(f"{UNSUPPORTED_REQUEST_TAG} {what} Fix: {fix}", status_code=_REFUSED)
+        message = tag_message(UnsupportedRequestError, f"{what} Fix: {fix}")
+        ProviderError.__init__(self, message, status_code=_REFUSED)
 
 
-class CallEndedError(ProviderError):
+class CallEndedError(ProviderError, RolloutCallError):
     """A model request arrived after the rollout call that owns it had ended."""
 
+    trace_code = "call_ended"
 
-class RendererSetupError(ValueError):
+    def __init__(self, message: str, *, status_code: int) -> None:
+        ProviderError.__init__(self, message, status_code=status_code)
+
+
+class RendererSetupError(SetupError, ValueError):
     """The tokenizer or renderer for the model cannot be built; names the flag to change."""
 
 
 def is_unsupported_request(error: Any) -> bool:
     """True for a recorded trace error (or exception) raised by :class:`UnsupportedRequestError`."""
-    if error is None:
-        return False
-    message = getattr(error, "message", None)
-    if message is None:
-        message = str(error)
-    return UNSUPPORTED_REQUEST_TAG in message
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, UnsupportedRequestError)
 
 
 # -- which renderer --------------------------------------------------------------------------
@@ -149,14 +169,8 @@ def identify_renderer(hf_checkpoint: str | None, tokenizer_source: str | None) -
 # -- the pool ----------------------------------------------------------------------------------
 
 
-def _renderer_pool_base() -> type:
-    from renderers.base import RendererPool
-
-    return RendererPool
-
-
 def _make_growing_pool_class() -> type:
-    base = _renderer_pool_base()
+    base = renderer_pool_base()
 
     class GrowingRendererPool(base):  # type: ignore[misc, valid-type]
         """A Renderers ``RendererPool`` that builds its renderers on demand, up to ``size``.
@@ -168,24 +182,17 @@ def _make_growing_pool_class() -> type:
         """
 
         def __init__(self, factory: Callable[[], Any], size: int) -> None:
-            # The base constructor would build every slot up front; set its fields here instead.
+            # The base constructor would build every slot up front; set its fields instead.
             first = factory()
-            self._factory = factory
-            self._size = size
-            self._sole = None
-            self._lock = None
-            self._pool = None
+            adopt_renderer_pool_fields(self, factory, first, size)
+            # Our own fields, named apart from the base's (see RENDERER_POOL_FIELDS).
+            self._make_renderer = factory
+            self._capacity = size
             self._idle: queue.Queue[Any] = queue.Queue()
             self._idle.put(first)
             self._built = 1
             self._grow_lock = threading.Lock()
-            self._renderer_cls = type(first)
-            self.supports_tools = getattr(first, "supports_tools", True)
-            from renderers.base import MultimodalRenderer, is_multimodal
-
-            self.is_multimodal = is_multimodal(first)
-            if isinstance(first, MultimodalRenderer):
-                self.mm_token_type_id_map = first.mm_token_type_id_map
+            self.vocab_size = renderer_vocab_size(first)
 
         @property
         def built(self) -> int:
@@ -203,15 +210,37 @@ def _make_growing_pool_class() -> type:
             finally:
                 self._idle.put(renderer)
 
+        # Every render passes through the pool, so content-part lists are made plain text here
+        # (renderers disagree on them; see miles_verifiers.content), before any renderer runs.
+        def render(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render(plain_text_messages(messages), **kwargs)
+
+        def render_ids(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render_ids(plain_text_messages(messages), **kwargs)
+
+        def bridge_to_next_turn(
+            self,
+            previous_prompt_ids: Any,
+            previous_completion_ids: Any,
+            new_messages: Any,
+            **kwargs: Any,
+        ) -> Any:
+            return super().bridge_to_next_turn(
+                previous_prompt_ids,
+                previous_completion_ids,
+                plain_text_messages(new_messages),
+                **kwargs,
+            )
+
         def warm_up(self) -> None:
             """Build the remaining renderers now (meant for a background thread)."""
             while True:
                 with self._grow_lock:
-                    if self._built >= self._size:
+                    if self._built >= self._capacity:
                         return
                     self._built += 1
                 try:
-                    renderer = self._factory()
+                    renderer = self._make_renderer()
                 except Exception as error:  # noqa: BLE001 - a spare is optional; built on demand later
                     with self._grow_lock:
                         self._built -= 1
@@ -221,14 +250,14 @@ def _make_growing_pool_class() -> type:
 
         def _grow_or_wait(self) -> Any:
             with self._grow_lock:
-                grow = self._built < self._size
+                grow = self._built < self._capacity
                 if grow:
                     self._built += 1
             if not grow:
                 # Renderers calls pool methods on worker threads, so blocking here is fine.
                 return self._idle.get()
             try:
-                return self._factory()
+                return self._make_renderer()
             except BaseException:
                 with self._grow_lock:
                     self._built -= 1
@@ -305,7 +334,7 @@ def shared_renderer_pool(spec: RendererSpec) -> Any:
 # -- the client --------------------------------------------------------------------------------
 
 
-class MilesTrainClient(TrainClient):
+class MilesTrainClient(FixedRendererPool, TrainClient):
     """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals.
 
     One is made per rollout call, around that call's own transport; :meth:`end` makes every
@@ -318,7 +347,7 @@ class MilesTrainClient(TrainClient):
             pool_size=spec.pool_size,
             renderer_model_name=spec.tokenizer_source,
         )
-        self._pool = pool
+        self.use_renderer_pool(pool)
         self._spec = spec
         self._ended = False
 
@@ -329,13 +358,6 @@ class MilesTrainClient(TrainClient):
     @property
     def ended(self) -> bool:
         return self._ended
-
-    def _renderer_pool(
-        self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
-    ) -> Any:
-        # The pool is built from --apply-chat-template-kwargs; per-request template switches
-        # would need another pool, so none are taken from the request.
-        return self._pool
 
     async def get_response(
         self,
@@ -370,8 +392,14 @@ class MilesTrainClient(TrainClient):
                 "streaming; OpenAI Responses and Anthropic Messages requests are not rendered "
                 "to token ids.",
             ) from error
+        except NonTextContentError as error:
+            raise UnsupportedRequestError(
+                f"{error.where} holds a content part of type {error.part_type!r}; the Miles "
+                "token path sends token ids only, so the model would never see it.",
+                "send text only (text parts are fine), or leave media tasks out of this run.",
+            ) from error
         except ValueError as error:
-            if "does not support tools" not in str(error):
+            if not is_tools_refusal(error):
                 raise
             raise UnsupportedRequestError(
                 f"the harness offered tools, but the renderer for {self._spec.model_label!r} "
@@ -400,7 +428,7 @@ class MilesTrainClient(TrainClient):
 # -- transport settings from Miles' options -----------------------------------------------------
 
 
-class EngineAddressUnsetError(ValueError):
+class EngineAddressUnsetError(SetupError, ValueError):
     """Miles has not set the SGLang router address on ``args`` yet."""
 
 

@@ -1,7 +1,8 @@
 """Load and check everything the rollout function needs before its first episode.
 
-:func:`prepare_run` runs the checks in a fixed order, so the first thing a user must fix is
-the first thing reported:
+:func:`prepare_run` runs the checks in a fixed order (as stages of
+:mod:`miles_verifiers.construction`), so the first thing a user must fix is the first thing
+reported:
 
 1. installed versions (:mod:`miles_verifiers.versions`);
 2. Miles options (:mod:`miles_verifiers.options`);
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from miles_verifiers.options import MilesOptions, validate_options
-from miles_verifiers.versions import require_supported_versions
+from miles_verifiers.errors import SetupError
+from miles_verifiers.options import MilesOptions
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -58,7 +59,7 @@ _MAX_SCHEMA_ERRORS = 5
 # -- errors -----------------------------------------------------------------------------------
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """A problem with the Verifiers config or taskset; ``field`` names what to change."""
 
     def __init__(self, message: str, *, field: str, fix: str) -> None:
@@ -504,14 +505,18 @@ def prepare_run(
     environ: Mapping[str, str] | None = None,
     version_of: Callable[[str], str] = importlib.metadata.version,
 ) -> PreparedRun:
-    """Run every construction-time check in order and return what the rollout function needs.
+    """Run the checks of steps 1-5 in order and return what they produced.
 
-    ``environ`` defaults to ``os.environ``; ``version_of`` reads an installed version.
+    ``environ`` defaults to ``os.environ``; ``version_of`` reads an installed version. The
+    checks are the stages of :mod:`miles_verifiers.construction`, the rollout function's one
+    construction path.
     """
-    versions = require_supported_versions(version_of=version_of)
-    options = validate_options(args)
-    path = config_path_from_env(environ)
-    config = load_env_config(path)
-    taskset = load_taskset(config)
-    check_group_reward_sample_counts(taskset.has_group_reward, options)
-    return PreparedRun(versions, options, path, config, taskset)
+    # Imported here: the construction table is built from this module's checks.
+    from miles_verifiers import construction
+
+    given = {"args": args, "environ": environ, "version_of": version_of}
+    stages = construction.stages_named("versions", "options", "config", "taskset", "group reward")
+    made = construction.build(given, stages)
+    return PreparedRun(
+        made["versions"], made["options"], made["config_path"], made["config"], made["taskset"]
+    )

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from miles_verifiers.contract.compat import build_sample, contract
+from miles_verifiers.errors import RolloutCallError, recorded_error_class
 from miles_verifiers.metrics import DROP_EMPTY_TRACE
-
-# Wording the SGLang transport puts into the error it raises when the engine aborts a
-# request; verifiers records it on the trace as a ProviderError carrying that message.
-ENGINE_ABORT_PHRASE = "SGLang aborted the request"
 
 # Key under which the verifiers total reward is stored in a dict-shaped reward.
 TOTAL_REWARD_KEY = "reward"
@@ -31,7 +28,7 @@ TOTAL_REWARD_KEY = "reward"
 METADATA_KEY = "verifiers"
 
 
-class ConversionError(ValueError):
+class ConversionError(RolloutCallError, ValueError):
     """A trace cannot be turned into a training sample."""
 
 
@@ -70,16 +67,31 @@ class RewardKeyError(ConversionError):
 
 def looks_like_engine_abort(error: Any) -> bool:
     """True for a trace error that records an SGLang abort rather than a failure."""
-    return ENGINE_ABORT_PHRASE in (getattr(error, "message", "") or "")
+    from miles_verifiers.transport.errors import EngineAbortedError
+
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, EngineAbortedError)
 
 
-def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]:
+def looks_like_contract_breach(error: Any) -> bool:
+    """True for a trace error recording an engine answer the transport refused as untrustworthy
+    (positive logprobs, too many tokens, ids outside the vocabulary, misaligned metadata)."""
+    from miles_verifiers.transport.errors import MalformedEngineResponseError
+
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, MalformedEngineResponseError)
+
+
+def trace_reward(
+    trace: Any, reward_key: str | None, *, key_flag: str = "--reward-key"
+) -> float | dict[str, float]:
     """The reward in the shape ``--reward-key`` asks for.
 
     No key: the verifiers total (sum of weighted rewards) as a float. A key: every reward
     component plus the total under ``"reward"`` (a component of that name is shadowed by the
     total). A clean trace must have the key; an errored trace, whose rewards verifiers left
-    empty and whose total is 0, reads 0.0 for it.
+    empty and whose total is 0, reads 0.0 for it. ``key_flag`` is the flag named in the
+    error (evaluation reads ``--eval-reward-key``).
     """
     total = float(trace.reward)
     if not reward_key:
@@ -91,9 +103,9 @@ def trace_reward(trace: Any, reward_key: str | None) -> float | dict[str, float]
             rewards[reward_key] = 0.0
         else:
             raise RewardKeyError(
-                f"--reward-key {reward_key!r} is not a reward of trace {trace.id}; it has "
-                f'{sorted(rewards)}. Fix: pass one of those as --reward-key ("reward" is the '
-                "weighted total), or leave --reward-key unset to train on the total."
+                f"{key_flag} {reward_key!r} is not a reward of trace {trace.id}; it has "
+                f'{sorted(rewards)}. Fix: pass one of those as {key_flag} ("reward" is the '
+                f"weighted total), or leave {key_flag} unset to use the total."
             )
     return rewards
 
@@ -234,7 +246,7 @@ def trace_to_sample(
         loss_mask=split.loss_mask,
         rollout_log_probs=split.rollout_log_probs,
         weight_versions=[] if weight_version is None else [str(weight_version)],
-        status=sample_status(trace, cls.Status, is_abort),
+        status=sample_status(trace, cast(Any, cls).Status, is_abort),
         metadata=metadata,
     )
     sample.validate()

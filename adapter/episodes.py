@@ -21,12 +21,15 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.upstream import interception_runners, set_rollout_context, set_shutdown_timeout
+
 logger = logging.getLogger(__name__)
 
 RunFailure = Literal["episode_error", "episode_timeout"]
 
 
-class EpisodeTimeoutError(TimeoutError):
+class EpisodeTimeoutError(RolloutCallError, TimeoutError):
     """An episode ran past its wall-clock deadline and was cancelled."""
 
 
@@ -87,8 +90,8 @@ async def run_group(
     try:
         episode = environment.episode(task, contexts[0], n=len(contexts))
         for rollout, context in zip(episode.rollouts, contexts, strict=True):
-            # Verifiers reads rollout.ctx when the rollout starts, so per-rollout seeds go here.
-            rollout.ctx = context
+            # Verifiers reads the context when the rollout starts, so per-rollout seeds go here.
+            set_rollout_context(rollout, context)
         async with asyncio.timeout(deadline_s):
             traces = await episode.run(semaphore)
         return GroupRun(tuple(traces))
@@ -273,11 +276,8 @@ def hurry_interception_shutdown(environment: Any, seconds: float) -> None:
     the call has finished or been cancelled, so whatever handler is still running is orphaned.
     (Private attributes of verifiers 0.2.0 and aiohttp: anything missing is left alone.)
     """
-    pool = getattr(environment, "_interception", None)
-    for entry in list(getattr(pool, "_servers", None) or ()):
-        runner = getattr(getattr(entry, "server", None), "runner", None)
-        if runner is not None and hasattr(runner, "_shutdown_timeout"):
-            runner._shutdown_timeout = seconds
+    for runner in interception_runners(environment):
+        set_shutdown_timeout(runner, seconds)
 
 
 def new_rid_prefix(mode: str) -> str:

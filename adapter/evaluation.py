@@ -9,8 +9,9 @@ entry ``i`` of each list describes the same rollout, whatever happened to it.
 
 * A failing episode never fails the evaluation. A rollout whose trace recorded an error, whose
   episode raised (a failing ``@group_reward``) or ran past its deadline, is an entry with
-  status ``FAILED`` and the error under ``metadata["verifiers"]["error"]`` (or
-  ``["episode_error"]``); it is counted in ``eval/verifiers/failed_rollouts``.
+  status ``FAILED`` (``ABORTED`` when the engine aborted its generation) and the error under
+  ``metadata["verifiers"]["error"]`` (or ``["episode_error"]``); it is counted in
+  ``eval/verifiers/failed_rollouts``, and its ``rewards`` entry is ``None``.
 * A rollout that committed no model turn (an *empty trace*, e.g. its first prompt did not fit)
   is still an entry: a ``Sample`` with no tokens (``tokens == []``, ``response_length == 0``,
   empty ``loss_mask``/``rollout_log_probs``), status ``TRUNCATED`` when Verifiers ended it as a
@@ -18,7 +19,9 @@ entry ``i`` of each list describes the same rollout, whatever happened to it.
   When no trace exists at all (the episode failed before the rollout started) the entry is
   the same kind of empty ``FAILED`` sample.
 * ``rewards[i]`` is ``samples[i].get_reward_value`` under the eval reward key (after a Miles
-  reward model, when one is configured); ``truncated[i]`` is ``samples[i].status == TRUNCATED``.
+  reward model, when one is configured), or ``None`` for a failed rollout: Miles logs the share
+  of ``None`` as ``eval/<env>-none_reward_ratio`` and averages them as 0.
+  ``truncated[i]`` is ``samples[i].status == TRUNCATED``.
 
 Rewards are shaped with the evaluation reward key (``--eval-reward-key``, else
 ``--reward-key``). Sampling follows the eval flags (``--eval-temperature`` ...), seeds are
@@ -41,6 +44,7 @@ from miles_verifiers.conversion import (
     TOTAL_REWARD_KEY,
     ConversionError,
     MultipleBranchesError,
+    looks_like_engine_abort,
     serialize_prompt,
     task_label,
     trace_reward,
@@ -83,7 +87,7 @@ class EvalEntry:
     empty: bool
 
 
-def _status(sample_cls: type, name: str) -> Any:
+def _status(sample_cls: Any, name: str) -> Any:
     return getattr(sample_cls.Status, name)
 
 
@@ -171,6 +175,9 @@ def group_entries(
             entries.append(EvalEntry(sample, None, failed=True, empty=True))
             continue
         failed = trace.has_error or not run.ok
+        # An engine abort stays ABORTED (not FAILED), so Miles' own abort checks see it.
+        aborted = trace.has_error and looks_like_engine_abort(trace.error)
+        failure = "ABORTED" if aborted else "FAILED"
         try:
             sample = trace_to_sample(
                 trace,
@@ -185,18 +192,21 @@ def group_entries(
         except ConversionError as error:
             logger.warning("evaluation rollout %s cannot be converted: %s", trace.id, error)
             sample = empty_sample(
-                setup.sample_cls, status="FAILED", error=describe_error(error), **common
+                setup.sample_cls, status=failure, error=describe_error(error), **common
             )
             entries.append(EvalEntry(sample, trace, failed=True, empty=True))
             continue
         if sample is None:
-            status = "TRUNCATED" if trace.is_truncated and not failed else "FAILED"
+            status = "TRUNCATED" if trace.is_truncated and not failed else failure
             sample = empty_sample(setup.sample_cls, status=status, error=episode_error, **common)
             entries.append(EvalEntry(sample, trace, failed=failed, empty=True))
             continue
-        sample.reward = _eval_reward(trace, setup.reward_key, strict=not failed)
+        if setup.hooks.reward_model is None:
+            sample.reward = _eval_reward(trace, setup.reward_key, strict=not failed)
+        # else: the Miles reward model replaces the reward (the plain total until then), and
+        # the eval reward key names a key of its result, not a Verifiers reward.
         if failed:
-            sample.status = _status(setup.sample_cls, "FAILED")
+            sample.status = _status(setup.sample_cls, failure)
             if episode_error is not None:
                 sample.metadata[METADATA_KEY]["episode_error"] = episode_error
         entries.append(EvalEntry(sample, trace, failed=failed, empty=False))
@@ -207,7 +217,7 @@ def _eval_reward(trace: Any, reward_key: str | None, *, strict: bool) -> float |
     # A clean rollout must have the reward key (a missing one is a setup error); a failed one
     # reads what it has.
     if strict:
-        return trace_reward(trace, reward_key)
+        return trace_reward(trace, reward_key, key_flag="--eval-reward-key")
     return tolerant_reward(trace, reward_key)
 
 
@@ -252,7 +262,7 @@ async def evaluate(
     samples = [e.sample for e in entries]
     data = {
         setup.env_id: {
-            "rewards": [float(s.get_reward_value(reward_args)) for s in samples],
+            "rewards": [eval_reward_value(e, reward_args) for e in entries],
             "truncated": [s.status == truncated_status for s in samples],
             "samples": samples,
         }
@@ -271,6 +281,14 @@ async def evaluate(
     return data, metrics
 
 
+def eval_reward_value(entry: EvalEntry, reward_args: Any) -> float | None:
+    """What Miles logs for one rollout: None for a failed one (Miles counts those in
+    ``eval/<env>-none_reward_ratio`` and averages them as 0), else its reward value."""
+    if entry.failed:
+        return None
+    return float(entry.sample.get_reward_value(reward_args))
+
+
 def _report_unsupported_requests(entries: Sequence[EvalEntry]) -> None:
     """Say once, loudly, when rollouts failed because the setup cannot serve their requests."""
     for entry in entries:
@@ -283,4 +301,11 @@ def _report_unsupported_requests(entries: Sequence[EvalEntry]) -> None:
             return
 
 
-__all__ = ["EvalEntry", "EvalSetup", "evaluate", "group_entries", "tolerant_reward"]
+__all__ = [
+    "EvalEntry",
+    "EvalSetup",
+    "eval_reward_value",
+    "evaluate",
+    "group_entries",
+    "tolerant_reward",
+]

@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from miles_verifiers.errors import RolloutCallError, SetupError
+
 MILES_LOAD_FUNCTION = ("miles.utils.misc", "load_function")
 MILES_RM_HUB = "miles.rollout.rm_hub"
 MILES_PREFILL = (
@@ -39,7 +41,7 @@ MILES_PREFILL = (
 MILES_DUMPER = ("miles.utils.dumper_utils", "configure_sglang")
 
 
-class HookError(ValueError):
+class HookError(SetupError, ValueError):
     """A Miles hook flag that cannot be used; ``flag`` names it."""
 
     def __init__(self, flag: str, message: str, fix: str) -> None:
@@ -47,7 +49,7 @@ class HookError(ValueError):
         super().__init__(f"{flag} {message} Fix: {fix}")
 
 
-class RewardModelError(ValueError):
+class RewardModelError(RolloutCallError, ValueError):
     """A Miles reward model returned something that cannot be a sample's reward."""
 
 
@@ -128,18 +130,25 @@ class RewardModel:
                 "sample(s). Fix: return one reward per sample, in order."
             )
         key = self.eval_reward_key if evaluation else self.reward_key
-        for sample, reward in zip(samples, rewards, strict=True):
-            if key and not (isinstance(reward, Mapping) and key in reward):
-                flag = (
-                    "--eval-reward-key"
-                    if evaluation and self.eval_reward_key != self.reward_key
-                    else "--reward-key"
+        # Evaluation reads --eval-reward-key (Miles copies --reward-key into it when unset), so
+        # that is the flag to name there.
+        flag = "--eval-reward-key" if evaluation else "--reward-key"
+        # Every reward is checked before any is set, so a bad one leaves the samples as they were.
+        for reward in rewards:
+            if not key and isinstance(reward, Mapping):
+                # Miles would take the whole dict as the reward value and fail on it later.
+                raise RewardModelError(
+                    f"the Miles reward model returned a dict ({reward!r}), but {flag} is unset, "
+                    f"so there is no value to use. Fix: set {flag} to the key holding the "
+                    "reward value, or return a number."
                 )
+            if key and not (isinstance(reward, Mapping) and key in reward):
                 raise RewardModelError(
                     f"{flag} is {key!r}, but the Miles reward model returned {reward!r}; Miles reads "
-                    "the trained value as reward[key]. Fix: return a dict holding that key, or "
+                    "the reward value as reward[key]. Fix: return a dict holding that key, or "
                     f"unset {flag} for a scalar reward model."
                 )
+        for sample, reward in zip(samples, rewards, strict=True):
             sample.reward = reward
 
 

@@ -26,6 +26,7 @@ DROP_EPISODE_ERROR = "episode_error"  # episode.run raised (e.g. a failing @grou
 DROP_TRACE_ERROR = "trace_error"  # a trace of the group recorded an error
 DROP_EMPTY_TRACE = "empty_trace"  # a trace committed no model turn (no branch)
 DROP_ABORTED = "aborted"  # the engine aborted a request of the group
+DROP_ENGINE_CONTRACT = "engine_contract"  # the engine answered a request of the group with garbage
 
 # Upstream names (train); eval gets the same names under EVAL_PREFIX.
 REWARD_MEAN = "reward_mean"

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from miles_verifiers.errors import SetupError
 
 # Router policies under which requests must carry a routing key (one trajectory, one engine).
 KEYED_ROUTER_POLICIES = frozenset({"consistent_hashing", "manual"})
@@ -35,7 +38,7 @@ class OptionProblem:
         return f"{self.flag} {self.problem} Fix: {self.fix}"
 
 
-class OptionsError(ValueError):
+class OptionsError(SetupError, ValueError):
     """Miles options the Verifiers rollout function cannot run with, all reported at once."""
 
     def __init__(self, problems: Sequence[OptionProblem]) -> None:
@@ -119,6 +122,8 @@ _MILES_DEFAULTS: dict[str, Any] = {
     "lora_adapter_path": None,
     "lora_train_only": False,
     "save": None,
+    "save_interval": None,
+    "load": None,
 }
 
 
@@ -285,6 +290,14 @@ def _invalid(args: Any) -> list[OptionProblem]:
                     "unset to use the batch size.",
                 )
             )
+    if _get(args, "save_interval") is not None:
+        problems += _positive(
+            args,
+            "save_interval",
+            "--save-interval",
+            "pass --save-interval N (N >= 1), the rollouts between checkpoints, or leave it "
+            "unset.",
+        )
     problems += _engine_count_problems(args)
     try:
         _chat_template_kwargs(_get(args, "apply_chat_template_kwargs"))
@@ -335,9 +348,157 @@ def _engine_count_problems(args: Any) -> list[OptionProblem]:
     return []
 
 
+# -- sampling values the engine and the router accept ------------------------------------------
+
+# sglang-router reads sampling_seed as u64 while SGLang itself takes a signed 64-bit int, so a
+# seed both accept lies in [0, 2**63 - 1]. top_k is an i32 and min_new_tokens a u32 there.
+MAX_SAMPLING_SEED = 2**63 - 1
+_MAX_TOP_K = 2**31 - 1
+_MAX_U32 = 2**32 - 1
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _temperature_problem(value: Any, flag: str) -> OptionProblem | None:
+    number = _real(value)
+    if number is not None and number >= 0:
+        return None
+    return OptionProblem(
+        flag,
+        "invalid",
+        f"is {value!r}; SGLang samples only with a finite temperature of 0 or more.",
+        f"pass {flag} T with T >= 0 (0 is greedy, 1.0 samples from the model as it is).",
+    )
+
+
+def _top_p_problem(value: Any, flag: str) -> OptionProblem | None:
+    number = _real(value)
+    if number is not None and 0 < number <= 1:
+        return None
+    return OptionProblem(
+        flag,
+        "invalid",
+        f"is {value!r}; SGLang accepts a nucleus threshold above 0 and at most 1.",
+        f"pass {flag} P with 0 < P <= 1 (1.0 turns nucleus sampling off).",
+    )
+
+
+def _top_k_problem(value: Any, flag: str) -> OptionProblem | None:
+    if _is_int(value) and (value == -1 or 1 <= value <= _MAX_TOP_K):
+        return None
+    return OptionProblem(
+        flag,
+        "invalid",
+        f"is {value!r}; SGLang takes -1 (no top-k) or a positive integer that fits 32 bits.",
+        f"pass {flag} -1 to sample from the whole vocabulary, or {flag} K with K >= 1.",
+    )
+
+
+def _min_new_tokens_problem(value: Any, flag: str, cap: Any, cap_flag: str) -> OptionProblem | None:
+    if not _is_int(value) or not 0 <= value <= _MAX_U32:
+        return OptionProblem(
+            flag,
+            "invalid",
+            f"is {value!r}; it must be a whole number of tokens, 0 or more.",
+            f"pass {flag} N with N >= 0, or leave it unset.",
+        )
+    if _is_int(cap) and value > cap:
+        return OptionProblem(
+            flag,
+            "invalid",
+            f"is {value}, above {cap_flag} {cap}; SGLang refuses a minimum above the maximum.",
+            f"pass {flag} at most {cap}, or raise {cap_flag}.",
+        )
+    return None
+
+
+def _seed_problems(args: Any) -> list[OptionProblem]:
+    seed = _get(args, "rollout_seed")
+    if not _is_int(seed):
+        return [
+            OptionProblem(
+                "--rollout-seed",
+                "invalid",
+                f"is {seed!r}; it must be an integer.",
+                "pass --rollout-seed N (Miles' default is 42).",
+            )
+        ]
+    # Seeds reach the engine only under deterministic inference; otherwise one only shuffles.
+    if _get(args, "sglang_enable_deterministic_inference") and not 0 <= seed <= MAX_SAMPLING_SEED:
+        return [
+            OptionProblem(
+                "--rollout-seed",
+                "invalid",
+                f"is {seed}; with --sglang-enable-deterministic-inference each rollout sends a "
+                "sampling seed derived from it, and the SGLang router takes only seeds from 0 "
+                f"to {MAX_SAMPLING_SEED} (an unsigned 64-bit value SGLang also accepts).",
+                "pass --rollout-seed N with 0 <= N, well below 2**63 so that the seeds of "
+                "later rollouts (N plus their position) still fit.",
+            )
+        ]
+    return []
+
+
+def _sampling_problems(args: Any) -> list[OptionProblem]:
+    """Sampling values SGLang or the router would refuse on every request, found up front."""
+    found: list[OptionProblem | None] = [
+        _temperature_problem(_get(args, "rollout_temperature"), "--rollout-temperature"),
+        _top_p_problem(_get(args, "rollout_top_p"), "--rollout-top-p"),
+    ]
+    top_k = _get(args, "rollout_top_k")
+    if top_k is not None:
+        found.append(_top_k_problem(top_k, "--rollout-top-k"))
+    for attribute, check in (
+        ("eval_temperature", _temperature_problem),
+        ("eval_top_p", _top_p_problem),
+        ("eval_top_k", _top_k_problem),
+    ):
+        value = _get(args, attribute)
+        if value is not None:
+            found.append(check(value, "--" + attribute.replace("_", "-")))
+    train_cap = _get(args, "rollout_max_response_len")
+    eval_cap = _get(args, "eval_max_response_len")
+    if eval_cap is not None and (not _is_int(eval_cap) or not 1 <= eval_cap <= _MAX_U32):
+        found.append(
+            OptionProblem(
+                "--eval-max-response-len",
+                "invalid",
+                f"is {eval_cap!r}; it must be a positive integer.",
+                "pass --eval-max-response-len N (N >= 1), or leave it unset to use "
+                "--rollout-max-response-len.",
+            )
+        )
+    for attribute, cap, cap_flag in (
+        ("rollout_min_new_tokens", train_cap, "--rollout-max-response-len"),
+        (
+            "eval_min_new_tokens",
+            train_cap if eval_cap is None else eval_cap,
+            "--rollout-max-response-len" if eval_cap is None else "--eval-max-response-len",
+        ),
+    ):
+        value = _get(args, attribute)
+        # Miles has no flag for the training minimum; only a hand-set attribute can carry one.
+        label = "args.rollout_min_new_tokens" if attribute.startswith("rollout") else (
+            "--eval-min-new-tokens"
+        )
+        if value is not None:
+            found.append(_min_new_tokens_problem(value, label, cap, cap_flag))
+    return [p for p in found if p is not None] + _seed_problems(args)
+
+
 def find_option_problems(args: Any) -> list[OptionProblem]:
     """Every unsupported and every invalid option, unsupported first."""
-    return _unsupported(args) + _invalid(args)
+    return _unsupported(args) + _invalid(args) + _sampling_problems(args)
 
 
 # -- the typed view -------------------------------------------------------------------------
@@ -396,6 +557,9 @@ class MilesOptions:
     lora_adapter_path: str | None
     lora_train_only: bool
     save_dir: str | None
+    # Miles checkpoints every --save-interval rollouts; the scheduler keeps those resume points.
+    save_interval: int | None
+    load_dir: str | None
 
     @property
     def engine_count(self) -> int:
@@ -526,6 +690,8 @@ def build_options(args: Any) -> MilesOptions:
         lora_adapter_path=_get(args, "lora_adapter_path"),
         lora_train_only=bool(_get(args, "lora_train_only")),
         save_dir=_get(args, "save"),
+        save_interval=_get(args, "save_interval"),
+        load_dir=_get(args, "load"),
     )
 
 

@@ -4,11 +4,12 @@ Miles builds the function from ``RolloutFnConstructorInput(args, data_source)`` 
 it once per rollout id with a train input, and now and then with an eval input, from a worker
 thread whose coroutines all run on one persistent event loop. One instance serves both.
 
-Construction checks everything before any episode can run, in this order: installed versions,
-Miles options (including the hook paths, the transport limits and the model identity), the
-``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward`` sample counts, then it builds the
-renderer pool (the tokenizer is loaded, nothing is sent to the engine: Miles starts SGLang only
-afterwards, so the router address is read from ``args`` at call time).
+Construction checks everything before any episode can run, with the ordered stages of
+:mod:`miles_verifiers.construction` (installed versions, Miles options, the model identity, the
+hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
+sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
+nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
+read from ``args`` at call time).
 
 Each call runs in its own :class:`~miles_verifiers.episodes.CallScope` (its own Verifiers
 environment, transport and rid prefix), so a training call and an evaluation call may overlap
@@ -22,27 +23,28 @@ environment variables, or the ``settings=`` argument).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import importlib
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from miles_verifiers import construction
 from miles_verifiers.clients import (
     MilesTrainClient,
     RendererSpec,
-    build_transport_settings,
     engine_url_from_args,
     identify_renderer,
     sampling_config_values,
     shared_renderer_pool,
 )
-from miles_verifiers.config import PreparedRun, prepare_run
+from miles_verifiers.config import PreparedRun
 from miles_verifiers.contract.compat import Contract, contract
+from miles_verifiers.content import check_task_prompts
 from miles_verifiers.episodes import (
     CallScope,
     CleanupLimits,
@@ -50,18 +52,16 @@ from miles_verifiers.episodes import (
     new_rid_prefix,
     rollout_seeds,
 )
+from miles_verifiers.errors import SetupError
 from miles_verifiers.evaluation import EvalSetup, evaluate
-from miles_verifiers.hooks import HookError, MilesHooks, load_hooks
-from miles_verifiers.options import (
-    InvalidOptionsError,
-    MilesOptions,
-    OptionProblem,
-    validate_options,
-)
-from miles_verifiers.scheduling import TaskOrder, default_dispatch_budget
+from miles_verifiers.hooks import MilesHooks
+from miles_verifiers.options import MilesOptions
+from miles_verifiers.runner.loop import BackgroundLoop
+from miles_verifiers.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers.state_dir import claim as claim_state_dir
 from miles_verifiers.training import TaskStream, TrainSetup, train_rollout
-from miles_verifiers.versions import require_supported_versions
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 logger = logging.getLogger(__name__)
 
@@ -71,43 +71,48 @@ ENV_PREFIX = "MILES_VERIFIERS_"
 # -- settings that are not Miles flags -------------------------------------------------------------
 
 
-class AdapterSettings(BaseModel):
-    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case)."""
+class SettingsError(SetupError, ValueError):
+    """A ``MILES_VERIFIERS_*`` environment variable has a value the adapter cannot use."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class AdapterSettings(BaseSettings):
+    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
+
+    Keyword arguments win over the environment; an empty variable counts as unset. Durations
+    must be finite: an endless wait would never end, or fail deep inside asyncio instead of here.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
+    )
 
     renderer_pool_size: int = Field(2, ge=1, le=64)
     """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
-    episode_timeout_s: float = Field(3600.0, gt=0)
+    episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
     """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
     dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
     """A training call dispatches at most this many times its first batch of groups."""
     eval_groups_in_flight: int = Field(64, ge=1)
     """Evaluation tasks whose episodes run at the same time."""
-    abort_timeout_s: float = Field(10.0, gt=0)
+    abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time allowed for aborting a call's leftover requests on the engines."""
-    cleanup_grace_s: float = Field(10.0, gt=0)
+    cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Time cancelled episodes get to stop before they are left behind."""
-    shutdown_timeout_s: float = Field(15.0, gt=0)
+    shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
     """Time the environment's servers get to shut down at the end of a call."""
-    handler_grace_s: float = Field(1.0, ge=0)
+    handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
     """Time the interception servers wait for leftover request handlers at the end of a call."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterSettings:
-        env = os.environ if environ is None else environ
-        values = {
-            name: env[f"{ENV_PREFIX}{name.upper()}"]
-            for name in cls.model_fields
-            if env.get(f"{ENV_PREFIX}{name.upper()}", "").strip()
-        }
+    def from_environ(cls) -> AdapterSettings:
+        """The settings from ``MILES_VERIFIERS_*``; a bad value names its variable."""
         try:
-            return cls.model_validate(values)
+            return cls()
         except ValidationError as error:
             problems = "; ".join(
                 f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']}" for e in error.errors()
             )
-            raise ValueError(f"invalid miles-verifiers setting(s): {problems}.") from error
+            raise SettingsError(f"invalid miles-verifiers setting(s): {problems}.") from error
 
     @property
     def cleanup(self) -> CleanupLimits:
@@ -116,76 +121,6 @@ class AdapterSettings(BaseModel):
             self.cleanup_grace_s,
             self.shutdown_timeout_s,
             self.handler_grace_s,
-        )
-
-
-# -- construction-time checks beyond prepare_run ---------------------------------------------------
-
-_TRANSPORT_FIELD_FLAGS = {
-    "train": {
-        "max_response_len": "--rollout-max-response-len",
-        "context_len": "--rollout-max-context-len",
-        "max_prompt_len": "--rollout-max-prompt-len",
-        "stop": "--rollout-stop",
-        "stop_token_ids": "--rollout-stop-token-ids",
-    },
-    "eval": {
-        "max_response_len": "--eval-max-response-len",
-        "context_len": "--eval-max-context-len",
-        "max_prompt_len": "--eval-max-prompt-len",
-        "stop": "--rollout-stop",
-        "stop_token_ids": "--rollout-stop-token-ids",
-    },
-}
-
-
-def _transport_settings(options: MilesOptions, mode: str, args: Any, model: str) -> Any:
-    try:
-        return build_transport_settings(options, mode, args, model)
-    except ValidationError as error:
-        flags = _TRANSPORT_FIELD_FLAGS[mode]
-        problems = []
-        for detail in error.errors():
-            field = str(detail["loc"][0]) if detail["loc"] else ""
-            named = (
-                flags.get(field)
-                or " / ".join(flag for name, flag in flags.items() if name in detail["msg"])
-                or flags["max_response_len"]
-            )
-            problems.append(
-                OptionProblem(
-                    named,
-                    "invalid",
-                    f"is not usable for {mode}: {detail['msg']}.",
-                    "make the prompt cap smaller than the context length, and keep stop strings "
-                    "to at most 32.",
-                )
-            )
-        raise InvalidOptionsError(problems) from error
-
-
-def _check_model_identity(options: MilesOptions) -> None:
-    if not options.tokenizer_source:
-        raise InvalidOptionsError(
-            [
-                OptionProblem(
-                    "--hf-checkpoint",
-                    "invalid",
-                    "is not set (nor --sglang-tokenizer-path), so there is no tokenizer to render "
-                    "prompts with.",
-                    "pass --hf-checkpoint (the policy checkpoint), or --sglang-tokenizer-path.",
-                )
-            ]
-        )
-
-
-def _check_eval_reward_model(options: MilesOptions) -> None:
-    if options.group_rm and options.eval_enabled:
-        raise HookError(
-            "--group-rm",
-            "is set together with --eval-interval, but a group reward model cannot score "
-            "evaluation rollouts (Miles' own evaluation refuses it too).",
-            "drop --group-rm, or --eval-interval.",
         )
 
 
@@ -208,25 +143,36 @@ class _Run:
 
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
-    require_supported_versions()
-    options = validate_options(args)
-    _check_model_identity(options)
-    _check_eval_reward_model(options)
     chosen = contract()
-    hooks = load_hooks(options, use_miles=chosen.source == "miles")
-    model = options.hf_checkpoint or options.tokenizer_source
-    transport = {
-        mode: _transport_settings(options, mode, args, model) for mode in ("train", "eval")
-    }
-    prepared = prepare_run(args)
+    given = construction.inputs(
+        args,
+        use_miles=chosen.source == "miles",
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+    )
+    made = construction.build(given)  # every check, in order; raises at the first failure
+    options: MilesOptions = made["options"]
+    hooks: MilesHooks = made["hooks"]
+    model: str = made["model"]
+    transport: Mapping[str, Any] = made["transport"]
+    prepared = PreparedRun(
+        made["versions"], options, made["config_path"], made["config"], made["taskset"]
+    )
     tasks = prepared.taskset.tasks
+    # A media part would be dropped on the token path; refuse it before anything is sent.
+    check_task_prompts(tasks)
     spec = RendererSpec.build(
-        options.tokenizer_source,
+        options.tokenizer_source or model,
         identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),
         options.train.chat_template_kwargs,
         settings.renderer_pool_size,
     )
     pool = shared_renderer_pool(spec)
+    # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
+    vocab_size = getattr(pool, "vocab_size", None)
+    transport = {
+        mode: template.model_copy(update={"vocab_size": vocab_size})
+        for mode, template in transport.items()
+    }
     config = prepared.config
     from verifiers.v1 import Environment
 
@@ -308,14 +254,32 @@ class VerifiersRolloutFn:
         self.data_source = input.data_source
         self.settings = settings if settings is not None else AdapterSettings.from_environ()
         self._run = _build_run(self.args, self.settings)
+        options = self._run.options
+        # Refuse an unwritable or shared --save now, not after the first rollout's samples.
+        save_claim = (
+            claim_state_dir(options.save_dir)
+            if options.save_dir and options.train_enabled
+            else None
+        )
+        self._release_save = (
+            weakref.finalize(self, save_claim.release) if save_claim is not None else None
+        )
         self._stream = TaskStream(
             self._run.train.order,
-            self._run.options.rollout_batch_size,
-            self._run.options.save_dir,
-            getattr(self.args, "load", None),
+            options.rollout_batch_size,
+            options.save_dir,
+            options.load_dir,
+            n_samples_per_prompt=options.n_samples_per_prompt,
+            over_sampling_batch_size=options.over_sampling_batch_size,
+            plan=CheckpointPlan(options.save_interval, options.num_rollout),
         )
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
+
+    def close(self) -> None:
+        """Release the ``--save`` directory for another rollout function (also done on GC)."""
+        if self._release_save is not None:
+            self._release_save()
 
     @property
     def options(self) -> MilesOptions:
@@ -338,12 +302,28 @@ class VerifiersRolloutFn:
 
     def _scope(self, mode: str) -> CallScope:
         from miles_verifiers.transport import SGLangTransport
+        from miles_verifiers.transport.proxies import ensure_loopback_bypass
 
+        # Harnesses reach Verifiers' interception server on localhost with clients that trust
+        # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
+        # this machine, and each request carries the rollout's bearer secret and prompt).
+        added = ensure_loopback_bypass(os.environ)
+        if added:
+            logger.info(
+                "a proxy is configured but NO_PROXY lacked %s; added them so loopback traffic "
+                "(the engine, the interception server) goes direct",
+                ", ".join(added),
+            )
         run = self._run
         settings = run.transport[mode].model_copy(update={"rid_prefix": new_rid_prefix(mode)})
         transport = SGLangTransport(settings)
         client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
         return CallScope(run.environments, transport, client, run.settings.cleanup)
+
+    async def _verify_served_model(self, scope: CallScope) -> None:
+        options = self._run.options
+        aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
+        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
 
     def _contexts(self, scope: CallScope, mode: str) -> Any:
         from verifiers.v1 import ModelContext, SamplingConfig
@@ -381,8 +361,10 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
         async with self._train_lock.get():
             await run.hooks.configure_engine_dumper(self.args)
-            start = self._stream.start(rollout_id)
             async with self._scope("train") as scope:
+                # Before the first request: samples of another model must never be trained on.
+                await self._verify_served_model(scope)
+                start = self._stream.start(rollout_id)
                 result = await train_rollout(
                     scope,
                     run.train,
@@ -421,6 +403,7 @@ class VerifiersRolloutFn:
         engine_url_from_args(self.args)
         await run.hooks.configure_engine_dumper(self.args)
         async with self._scope("eval") as scope:
+            await self._verify_served_model(scope)
             data, metrics = await evaluate(
                 scope,
                 run.eval,
@@ -435,39 +418,29 @@ class VerifiersRolloutFn:
 # -- the legacy entry point --------------------------------------------------------------------------------
 
 
-class _BackgroundLoop:
-    """One event loop in a daemon thread, for running coroutines from synchronous callers.
+class _LegacyLoop:
+    """The runner's background loop, started on first use, for synchronous callers.
 
     Used by :func:`generate_rollout` when Miles' own runner (``miles.utils.async_utils.run``)
     is not importable; like Miles', it lives as long as the process.
     """
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: BackgroundLoop | None = None
         self._guard = threading.Lock()
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    def _started(self) -> BackgroundLoop:
         with self._guard:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="miles-verifiers-loop", daemon=True
-                )
-                thread.start()
-                self._loop = loop
+            if self._loop is None:
+                self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
             return self._loop
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        loop = self._running_loop()
-        try:
-            caller = asyncio.get_running_loop()
-        except RuntimeError:
-            caller = None
-        if caller is loop:
+        loop = self._started()
+        if loop.is_current():
             coroutine.close()
             raise RuntimeError("generate_rollout cannot be called from its own event loop")
-        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, loop)
-        return future.result()
+        return loop.run(coroutine, None)
 
 
 def _miles_runner() -> Any | None:
@@ -483,7 +456,7 @@ LEGACY_CACHE_SIZE = 4
 # on every call, so the instance (and its task stream) must outlive each call. Bounded.
 _legacy_instances: OrderedDict[tuple[int, int], tuple[Any, Any, VerifiersRolloutFn]] = OrderedDict()
 _legacy_guard = threading.Lock()
-_legacy_loop = _BackgroundLoop()
+_legacy_loop = _LegacyLoop()
 
 
 def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:

@@ -16,10 +16,15 @@ A rollout
     timing.
 
 Resume
-    :class:`SchedulerState` remembers the cursor at the start of recent rollouts, keyed by
-    rollout id, and serializes to JSON; :func:`write_state`/:func:`read_state` persist it
-    atomically under a directory (the adapter uses ``--save``). A rollout id with no saved
-    cursor falls back to ``rollout_id * rollout_batch_size``, flagged so the caller can say so.
+    :class:`SchedulerState` remembers the cursor at the start of every rollout Miles may resume
+    at, keyed by rollout id: the newest ones, those on the ``--save-interval`` checkpoint
+    cadence, and those after checkpoints Miles reported in ``latest_checkpointed_iteration.txt``
+    (bounded, see :class:`CheckpointPlan`). It records the stream's identity (taskset size,
+    shuffle, seed, batch shape) and serializes to JSON; :func:`write_state`/:func:`read_state`
+    persist it atomically under a directory (the adapter uses ``--save``), and a file is used
+    only once it has been validated in full and matches the current run. A rollout id with no
+    saved cursor falls back to ``rollout_id * rollout_batch_size``, flagged so the caller can
+    say so.
 """
 
 from __future__ import annotations
@@ -31,19 +36,27 @@ import os
 import random
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.scheduling_schema import SavedState, describe_validation_error
+
 STATE_FILE_NAME = "miles_verifiers_scheduler.json"
-STATE_FORMAT = 1
-# Cursors kept per state: enough to resume from any checkpoint Miles can still be holding
-# while prefetching (train_async) runs a rollout or two ahead of the saved step.
+# Format 2 records the batch shape and Miles' checkpoints; format 1 files are refused.
+STATE_FORMAT = 2
+# Newest starts always kept, beyond --save-interval: Miles may prefetch (train_async) a
+# rollout or two ahead of the saved step, and saves off cadence are learnt a rollout late.
 DEFAULT_HISTORY = 8
+# Starts kept for checkpoints (cadence or reported): bounds the file for very long runs.
+MAX_CHECKPOINT_STARTS = 256
 
 
-class SchedulingError(ValueError):
+class SchedulingError(RolloutCallError, ValueError):
     """A scheduling input or saved state the scheduler cannot use."""
 
 
@@ -119,9 +132,6 @@ class Cursor:
     def to_json(self) -> dict[str, Any]:
         return {"position": self.position, "carry_over": list(self.carry_over)}
 
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> Cursor:
-        return Cursor(int(data["position"]), tuple(int(o) for o in data.get("carry_over", ())))
 
 
 # -- settling one rollout -----------------------------------------------------------------
@@ -239,34 +249,121 @@ class CursorLookup:
 
 
 @dataclass(frozen=True)
+class CheckpointPlan:
+    """Which rollout ids Miles may resume at, from its checkpoint cadence.
+
+    Miles checkpoints after training rollout ``r`` when ``(r + 1) % --save-interval == 0`` and
+    after the last rollout (``--num-rollout - 1``), and resumes at ``r + 1``. Saves off that
+    cadence (epoch boundaries, an externally triggered save) are learnt from
+    ``latest_checkpointed_iteration.txt`` instead (:meth:`SchedulerState.note_checkpoint`).
+    """
+
+    save_interval: int | None = None
+    num_rollout: int | None = None
+
+    def is_resume_point(self, rollout_id: int) -> bool:
+        if rollout_id < 1:
+            return False
+        if self.num_rollout is not None and rollout_id == self.num_rollout:
+            return True
+        return self.save_interval is not None and rollout_id % self.save_interval == 0
+
+    @property
+    def recent(self) -> int:
+        """How many of the newest starts to keep whatever the cadence.
+
+        Covers the rollouts since the last cadence checkpoint (not yet known to be saved,
+        and Miles may prefetch a rollout ahead of training) plus a margin for saves off
+        cadence that ``latest_checkpointed_iteration.txt`` will name a rollout or two later.
+        """
+        return (self.save_interval or 0) + DEFAULT_HISTORY
+
+
+def _prune(
+    starts: Mapping[int, Cursor], checkpoints: frozenset[int], plan: CheckpointPlan
+) -> tuple[dict[int, Cursor], frozenset[int]]:
+    """The starts worth keeping: the recent ones and those of (possible) checkpoints, bounded."""
+    if not starts:
+        return {}, frozenset()
+    newest = max(starts)
+    recent = {r for r in starts if r > newest - plan.recent}
+    pinned = sorted(r for r in starts if plan.is_resume_point(r) or (r - 1) in checkpoints)
+    keep = recent | set(pinned[-MAX_CHECKPOINT_STARTS:])
+    return (
+        {r: starts[r] for r in sorted(keep)},
+        frozenset(c for c in checkpoints if c + 1 in keep),
+    )
+
+
+@dataclass(frozen=True)
 class SchedulerState:
-    """The task stream's identity plus the cursor at the start of recent rollouts."""
+    """The task stream's identity plus the cursor at the start of the rollouts Miles may resume at.
+
+    The identity is what determines which tasks each rollout gets: the taskset size, the
+    shuffle and its seed, and (when known) the batch shape. ``checkpoints`` are the rollout ids
+    Miles reported as checkpointed (its ``latest_checkpointed_iteration.txt``), so their
+    following starts are kept even off the ``--save-interval`` cadence.
+    """
 
     num_tasks: int
     seed: int
     shuffle: bool
     starts: Mapping[int, Cursor] = field(default_factory=dict)
+    rollout_batch_size: int | None = None
+    n_samples_per_prompt: int | None = None
+    over_sampling_batch_size: int | None = None
+    checkpoints: frozenset[int] = frozenset()
 
     @staticmethod
-    def for_order(order: TaskOrder) -> SchedulerState:
-        return SchedulerState(order.num_tasks, order.seed, order.shuffle, {})
+    def for_order(
+        order: TaskOrder,
+        *,
+        rollout_batch_size: int | None = None,
+        n_samples_per_prompt: int | None = None,
+        over_sampling_batch_size: int | None = None,
+    ) -> SchedulerState:
+        return SchedulerState(
+            order.num_tasks,
+            order.seed,
+            order.shuffle,
+            {},
+            rollout_batch_size,
+            n_samples_per_prompt,
+            over_sampling_batch_size,
+        )
 
     @property
     def order(self) -> TaskOrder:
         return TaskOrder(self.num_tasks, self.seed, self.shuffle)
 
-    def check_matches(self, order: TaskOrder) -> None:
-        """Raise unless this state was written for the same task stream as ``order``."""
+    def check_matches(self, expected: TaskOrder | SchedulerState) -> None:
+        """Raise unless this state was written for the task stream ``expected`` describes.
+
+        A :class:`TaskOrder` checks the taskset size and shuffle only; a
+        :class:`SchedulerState` (what the current run would write) also checks every batch
+        option it sets.
+        """
+        current = (
+            expected
+            if isinstance(expected, SchedulerState)
+            else SchedulerState.for_order(expected)
+        )
         differences = []
-        if self.num_tasks != order.num_tasks:
-            differences.append(f"the taskset had {self.num_tasks} tasks, now {order.num_tasks}")
-        if self.shuffle != order.shuffle:
+        if self.num_tasks != current.num_tasks:
+            differences.append(f"the taskset had {self.num_tasks} tasks, now {current.num_tasks}")
+        if self.shuffle != current.shuffle:
             differences.append(
                 f"--rollout-shuffle was {'on' if self.shuffle else 'off'}, now "
-                f"{'on' if order.shuffle else 'off'}"
+                f"{'on' if current.shuffle else 'off'}"
             )
-        if self.shuffle and order.shuffle and self.seed != order.seed:
-            differences.append(f"--rollout-seed was {self.seed}, now {order.seed}")
+        if self.shuffle and current.shuffle and self.seed != current.seed:
+            differences.append(f"--rollout-seed was {self.seed}, now {current.seed}")
+        for name, flag in _BATCH_FLAGS.items():
+            now = getattr(current, name)
+            then = getattr(self, name)
+            if now is not None and then != now:
+                was = "not recorded" if then is None else f"{then}"
+                differences.append(f"{flag} was {was}, now {now}")
         if differences:
             raise SchedulerStateMismatchError(
                 "the saved task-scheduler state belongs to a different task stream ("
@@ -284,17 +381,31 @@ class SchedulerState:
         return CursorLookup(Cursor(rollout_id * rollout_batch_size), "fallback")
 
     def record(
-        self, rollout_id: int, cursor: Cursor, history: int = DEFAULT_HISTORY
+        self, rollout_id: int, cursor: Cursor, plan: CheckpointPlan | None = None
     ) -> SchedulerState:
         """A new state that remembers ``cursor`` as the start of ``rollout_id``.
 
-        Later starts are forgotten (they were computed from a past that is being rewritten)
-        and only the ``history`` most recent rollout ids are kept.
+        Later starts and checkpoints are forgotten (they were computed from a past that is
+        being rewritten); of the earlier ones only those :func:`_prune` keeps remain.
         """
         kept = {rid: c for rid, c in self.starts.items() if rid < rollout_id}
         kept[rollout_id] = cursor
-        recent = sorted(kept)[-history:]
-        return SchedulerState(self.num_tasks, self.seed, self.shuffle, {r: kept[r] for r in recent})
+        checkpoints = frozenset(c for c in self.checkpoints if c < rollout_id)
+        starts, checkpoints = _prune(kept, checkpoints, plan or CheckpointPlan())
+        return replace(self, starts=starts, checkpoints=checkpoints)
+
+    def note_checkpoint(self, iteration: int, plan: CheckpointPlan | None = None) -> SchedulerState:
+        """A new state that keeps the start Miles resumes at after checkpoint ``iteration``.
+
+        An iteration at or past the newest start is ignored: it is a checkpoint of a past
+        that is being rewritten (a run resumed from an older checkpoint).
+        """
+        if iteration < 0 or iteration + 1 not in self.starts:
+            return self
+        starts, checkpoints = _prune(
+            self.starts, self.checkpoints | {iteration}, plan or CheckpointPlan()
+        )
+        return replace(self, starts=starts, checkpoints=checkpoints)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -302,42 +413,73 @@ class SchedulerState:
             "num_tasks": self.num_tasks,
             "seed": self.seed,
             "shuffle": self.shuffle,
+            "rollout_batch_size": self.rollout_batch_size,
+            "n_samples_per_prompt": self.n_samples_per_prompt,
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "checkpoints": sorted(self.checkpoints),
             "starts": {str(rid): c.to_json() for rid, c in sorted(self.starts.items())},
         }
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> SchedulerState:
+        """Parse and fully validate ``data`` (see :mod:`miles_verifiers.scheduling_schema`)."""
         if data.get("format") != STATE_FORMAT:
             raise SchedulingError(
                 f"task-scheduler state has format {data.get('format')!r}; this version reads "
-                f"format {STATE_FORMAT}. Fix: delete {STATE_FILE_NAME} to restart the stream."
+                f"format {STATE_FORMAT} only. Fix: delete {STATE_FILE_NAME} to restart the "
+                "stream at rollout_id * rollout_batch_size."
             )
         try:
-            starts = {int(rid): Cursor.from_json(c) for rid, c in data["starts"].items()}
-            return SchedulerState(
-                int(data["num_tasks"]), int(data["seed"]), bool(data["shuffle"]), starts
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            parsed = SavedState.model_validate(data)
+        except ValidationError as error:
             raise SchedulingError(
-                f"task-scheduler state is malformed ({type(error).__name__}: {error}). Fix: delete "
-                f"{STATE_FILE_NAME} to restart the stream."
+                f"task-scheduler state is invalid ({describe_validation_error(error)}). Fix: "
+                f"delete {STATE_FILE_NAME} to restart the stream at rollout_id * "
+                "rollout_batch_size, or restore an intact copy."
             ) from error
+        return SchedulerState(
+            parsed.num_tasks,
+            parsed.seed,
+            parsed.shuffle,
+            {
+                int(rid): Cursor(c.position, tuple(c.carry_over))
+                for rid, c in sorted(parsed.starts.items(), key=lambda item: int(item[0]))
+            },
+            parsed.rollout_batch_size,
+            parsed.n_samples_per_prompt,
+            parsed.over_sampling_batch_size,
+            frozenset(parsed.checkpoints),
+        )
+
+
+_BATCH_FLAGS = {
+    "rollout_batch_size": "--rollout-batch-size",
+    "n_samples_per_prompt": "--n-samples-per-prompt",
+    "over_sampling_batch_size": "--over-sampling-batch-size",
+}
 
 
 def start_rollout(
-    state: SchedulerState, rollout_id: int, rollout_batch_size: int
+    state: SchedulerState,
+    rollout_id: int,
+    rollout_batch_size: int,
+    plan: CheckpointPlan | None = None,
 ) -> tuple[CursorLookup, SchedulerState]:
     """The cursor rollout ``rollout_id`` starts from, and the state that remembers it."""
     lookup = state.cursor_for(rollout_id, rollout_batch_size)
-    return lookup, state.record(rollout_id, lookup.cursor)
+    return lookup, state.record(rollout_id, lookup.cursor, plan)
 
 
 def finish_rollout(
-    state: SchedulerState, rollout_id: int, cursor_after_dispatch: Cursor, settlement: Settlement
+    state: SchedulerState,
+    rollout_id: int,
+    cursor_after_dispatch: Cursor,
+    settlement: Settlement,
+    plan: CheckpointPlan | None = None,
 ) -> tuple[Cursor, SchedulerState]:
     """The cursor rollout ``rollout_id + 1`` starts from, and the state to persist."""
     following = cursor_after(cursor_after_dispatch, settlement)
-    return following, state.record(rollout_id + 1, following)
+    return following, state.record(rollout_id + 1, following, plan)
 
 
 def dumps_state(state: SchedulerState) -> str:
@@ -368,7 +510,11 @@ def state_path(directory: str | os.PathLike[str]) -> Path:
 
 
 def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Path:
-    """Write ``state`` under ``directory`` atomically: readers see the old file or the new one."""
+    """Write ``state`` under ``directory`` atomically: readers see the old file or the new one.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, and only
+    then renamed over the old file, so a crash at any moment leaves one complete version.
+    """
     target = state_path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE_NAME}.", dir=target.parent)
@@ -381,20 +527,65 @@ def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Pat
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_directory(target.parent)
     return target
 
 
-def read_state(directory: str | os.PathLike[str]) -> SchedulerState | None:
-    """The saved state under ``directory``, or None when there is none."""
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; some filesystems cannot open a directory, and losing
+    # the rename there only means the previous (complete) state is read back.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_state(
+    directory: str | os.PathLike[str], expected: TaskOrder | SchedulerState | None = None
+) -> SchedulerState | None:
+    """The saved state under ``directory``, or None when there is none.
+
+    The file is validated in full and, with ``expected``, checked against the task stream the
+    current run would write (:meth:`SchedulerState.check_matches`); every error names the file.
+    """
     path = state_path(directory)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SchedulingError(
+            f"{path}: cannot read the task-scheduler state ({error}). Fix: make it readable, "
+            "or delete it to restart the stream at rollout_id * rollout_batch_size."
+        ) from error
     try:
-        return loads_state(text)
+        state = loads_state(text)
+        if expected is not None:
+            state.check_matches(expected)
     except SchedulingError as error:
-        raise SchedulingError(f"{path}: {error}") from error
+        raise type(error)(f"{path}: {error}") from error
+    return state
+
+
+# Miles (Megatron's checkpointing) writes the newest saved rollout id here under --save.
+LATEST_CHECKPOINT_FILE_NAME = "latest_checkpointed_iteration.txt"
+
+
+def read_latest_checkpoint(directory: str | os.PathLike[str]) -> int | None:
+    """The rollout id of Miles' newest checkpoint under ``directory``, or None if unknown."""
+    try:
+        text = (Path(directory) / LATEST_CHECKPOINT_FILE_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = text.strip()
+    # Anything but a plain rollout id (e.g. "release") names no rollout to resume at.
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def task_indices(order: TaskOrder, offsets: Iterable[int]) -> list[int]:

@@ -31,13 +31,16 @@ from miles_verifiers.conversion import (
     ConversionError,
     MultipleBranchesError,
     convert_group,
+    looks_like_contract_breach,
     looks_like_engine_abort,
 )
 from miles_verifiers.episodes import CallScope, GroupRun, describe_error, run_group
+from miles_verifiers.errors import SetupError
 from miles_verifiers.hooks import MilesHooks
 from miles_verifiers.metrics import (
     DROP_ABORTED,
     DROP_EMPTY_TRACE,
+    DROP_ENGINE_CONTRACT,
     DROP_EPISODE_ERROR,
     DROP_TRACE_ERROR,
     TRAIN_PREFIX,
@@ -49,6 +52,7 @@ from miles_verifiers.metrics import (
     trace_metrics,
 )
 from miles_verifiers.scheduling import (
+    CheckpointPlan,
     Cursor,
     DispatchBudgetError,
     Outcome,
@@ -57,6 +61,7 @@ from miles_verifiers.scheduling import (
     Settlement,
     TaskOrder,
     finish_rollout,
+    read_latest_checkpoint,
     read_state,
     settle,
     start_rollout,
@@ -73,7 +78,7 @@ DROP_EPISODE_TIMEOUT = "episode_timeout"
 # -- errors ----------------------------------------------------------------------------------------
 
 
-class RolloutSetupError(RuntimeError):
+class RolloutSetupError(SetupError, RuntimeError):
     """The run cannot produce training data as configured (not a one-off episode failure)."""
 
 
@@ -107,6 +112,9 @@ _REASON_HINTS: dict[str, str] = {
     DROP_TRACE_ERROR: "rollouts recorded errors (harness, tools, user simulator, rewards or "
     "model calls)",
     DROP_ABORTED: "the engine aborted model requests",
+    DROP_ENGINE_CONTRACT: "the engine answered with tokens that break the /generate contract "
+    "(positive or non-finite logprobs, more tokens than max_new_tokens, ids outside the "
+    "tokenizer's vocabulary); check that the engine serves --hf-checkpoint with its tokenizer",
     DROP_EMPTY_TRACE: "rollouts ended before any model turn (e.g. a first prompt over "
     "--rollout-max-prompt-len or the context window)",
 }
@@ -190,16 +198,23 @@ async def judge_group(
     for trace in errored:
         if is_unsupported_request(trace.error):
             raise UnsupportedRequestRunError(trace.error.message)
+    breached = [t for t in errored if looks_like_contract_breach(t.error)]
+    if breached:
+        # Never trained on, and named apart: a faulty engine, not a failing task.
+        return _drop(offset, DROP_ENGINE_CONTRACT, run, describe_error(breached[0].error))
     if errored:
         aborted = all(looks_like_engine_abort(t.error) for t in errored)
         reason = DROP_ABORTED if aborted else DROP_TRACE_ERROR
         return _drop(offset, reason, run, describe_error(errored[0].error))
+    # A Miles reward model replaces the reward, and --reward-key then names a key of ITS result
+    # (Miles reads reward[key]), not a Verifiers reward: convert to the plain total meanwhile.
+    conversion_key = None if setup.hooks.reward_model is not None else setup.reward_key
     try:
         converted = convert_group(
             run.traces,
             group_index=offset,
             first_index=offset * setup.n_samples_per_prompt,
-            reward_key=setup.reward_key,
+            reward_key=conversion_key,
             weight_version=weight_version,
             sample_cls=setup.sample_cls,
         )
@@ -354,8 +369,8 @@ async def train_rollout(
             sampling_params=prefill_sampling,
         )
 
-    consumed_drops = Counter(
-        dispatcher.judged[o].reason for o in settlement.dropped if dispatcher.judged[o].reason
+    consumed_drops: Counter[str] = Counter(
+        reason for o in settlement.dropped if (reason := dispatcher.judged[o].reason)
     )
     traces = [t for j in accepted for t in j.traces]
     metrics = merge(
@@ -384,10 +399,11 @@ class TaskStream:
     """The training cursor across calls, persisted under ``--save``.
 
     The first training call reads the saved state (from ``--load`` when it has one, else
-    ``--save``); every finished call records where the next one starts and writes the state
-    back. A rollout id with no saved start falls back to ``rollout_id * rollout_batch_size``
-    (exact for a fresh run; after a restart without state tasks may repeat or be skipped),
-    which is logged once.
+    ``--save``), validated against this run's task stream; every finished call records where
+    the next one starts, notes Miles' newest checkpoint (``latest_checkpointed_iteration.txt``
+    under ``--save``) so its resume point is kept, and writes the state back. A rollout id with
+    no saved start falls back to ``rollout_id * rollout_batch_size`` (exact for a fresh run;
+    after a restart without state tasks may repeat or be skipped), which is logged once.
     """
 
     def __init__(
@@ -396,11 +412,23 @@ class TaskStream:
         rollout_batch_size: int,
         save_dir: str | None,
         load_dir: str | None = None,
+        *,
+        n_samples_per_prompt: int | None = None,
+        over_sampling_batch_size: int | None = None,
+        plan: CheckpointPlan | None = None,
     ) -> None:
         self._order = order
         self._batch = rollout_batch_size
         self._save_dir = save_dir
         self._load_dir = load_dir
+        self._plan = plan or CheckpointPlan()
+        # What this run would write: a saved state must match it to be used.
+        self._identity = SchedulerState.for_order(
+            order,
+            rollout_batch_size=rollout_batch_size,
+            n_samples_per_prompt=n_samples_per_prompt,
+            over_sampling_batch_size=over_sampling_batch_size,
+        )
         self._state: SchedulerState | None = None
         self._warned_fallback = False
 
@@ -408,22 +436,31 @@ class TaskStream:
     def state(self) -> SchedulerState | None:
         return self._state
 
+    @property
+    def identity(self) -> SchedulerState:
+        """The (empty) state this run would write: a saved one must match it."""
+        return self._identity
+
     def _load(self) -> SchedulerState:
         for directory in (self._load_dir, self._save_dir):
             if not directory:
                 continue
-            saved = read_state(directory)
+            saved = read_state(directory, expected=self._identity)
             if saved is not None:
-                saved.check_matches(self._order)
                 logger.info("resuming the Verifiers task stream from %s", state_path(directory))
                 return saved
-        return SchedulerState.for_order(self._order)
+        return self._identity
 
     def start(self, rollout_id: int) -> Cursor:
         """The cursor rollout ``rollout_id`` starts from."""
+        resuming = self._state is None
         if self._state is None:
             self._state = self._load()
-        lookup, self._state = start_rollout(self._state, rollout_id, self._batch)
+        lookup, self._state = start_rollout(self._state, rollout_id, self._batch, self._plan)
+        if resuming and rollout_id > 0:
+            # Miles resumes only after a checkpoint, so the one before this rollout exists:
+            # keep its start even when latest_checkpointed_iteration.txt names another one.
+            self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
         if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
             self._warned_fallback = True
             where = (
@@ -445,9 +482,13 @@ class TaskStream:
     ) -> Cursor:
         """Record (and persist) where rollout ``rollout_id + 1`` starts."""
         assert self._state is not None, "start() must be called before finish()"
-        following, self._state = finish_rollout(
-            self._state, rollout_id, cursor_after_dispatch, settlement
+        following, state = finish_rollout(
+            self._state, rollout_id, cursor_after_dispatch, settlement, self._plan
         )
         if self._save_dir:
-            write_state(self._save_dir, self._state)
+            latest = read_latest_checkpoint(self._save_dir)
+            if latest is not None:
+                state = state.note_checkpoint(latest, self._plan)
+            write_state(self._save_dir, state)
+        self._state = state
         return following

@@ -1,7 +1,8 @@
 """Gate on the installed verifiers/renderers/mcp versions, with the reason for each bound.
 
 The adapter talks to verifiers' 0.2.x V1 API and to private pieces of renderers that later
-releases removed, and pip happily resolves versions that break at the first request. So the
+releases removed (``miles_verifiers.upstream`` lists every non-public piece it uses), and pip
+happily resolves versions that break at the first request. So the
 supported range is checked up front and every rejection says why the bound exists.
 
 :func:`check_versions` is pure (versions in, problems out); :func:`installed_versions` and
@@ -14,6 +15,7 @@ import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from miles_verifiers.errors import SetupError
 from packaging.version import InvalidVersion, Version
 
 
@@ -79,7 +81,7 @@ class VersionProblem:
         return f"{self.distribution} ({found}): {self.reason}. Fix: {self.fix}"
 
 
-class UnsupportedVersionError(RuntimeError):
+class UnsupportedVersionError(SetupError, RuntimeError):
     """Installed dependency versions the adapter cannot run with (all of them at once)."""
 
     def __init__(self, problems: Sequence[VersionProblem]) -> None:

@@ -12,24 +12,30 @@ its prompt is every token before that run. The direct load generator replays exa
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import os
-import threading
 import time
-from argparse import Namespace
 from collections.abc import Collection, Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from miles_verifiers.fixtures.miles import (
+    FIXTURE_CONFIGS,
+    MODEL,
+    MilesLoop,
+    call_rollout_function,
+    config_env,
+    flatten,
+    miles_args,
+    point_at_engine,
+)
+
 from benchmarks.loadgen import DirectRequest
 from benchmarks.procstat import measure_tree_cpu
 
-MODEL_ID = "Qwen/Qwen3-0.6B"
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+MODEL_ID = MODEL
+CONFIG_DIR = FIXTURE_CONFIGS
 
 # Fixture taskset name -> its EnvConfig file.
 TASKSET_CONFIGS: dict[str, Path] = {
@@ -60,15 +66,6 @@ class CallStats:
         return self.sampled_tokens / self.wall_s
 
 
-def _flatten(samples: Any) -> Iterator[Any]:
-    """Samples from Miles' nested groups (any depth)."""
-    for item in samples:
-        if isinstance(item, list):
-            yield from _flatten(item)
-        else:
-            yield item
-
-
 def turn_requests(sample: Any) -> list[DirectRequest]:
     """The model turns of one sample as (prompt ids, output length) requests."""
     tokens: list[int] = list(sample.tokens)
@@ -87,76 +84,6 @@ def turn_requests(sample: Any) -> list[DirectRequest]:
         requests.append(DirectRequest(tuple(tokens[: prompt_length + index]), end - index))
         index = end
     return requests
-
-
-def miles_args(
-    *,
-    engine_url: str,
-    groups: int,
-    samples_per_group: int,
-    concurrency: int,
-    max_response_tokens: int,
-    model: str = MODEL_ID,
-    seed: int = 42,
-) -> Namespace:
-    """The Miles namespace a one-engine, one-GPU training run would pass."""
-    host, _, port = engine_url.removeprefix("http://").rstrip("/").rpartition(":")
-    return Namespace(
-        rollout_global_dataset=False,
-        hf_checkpoint=model,
-        rollout_batch_size=groups,
-        n_samples_per_prompt=samples_per_group,
-        n_samples_per_eval_prompt=1,
-        over_sampling_batch_size=None,
-        rollout_max_response_len=max_response_tokens,
-        rollout_temperature=1.0,
-        rollout_top_p=1.0,
-        rollout_top_k=-1,
-        rollout_seed=seed,
-        rollout_num_gpus=1,
-        rollout_num_gpus_per_engine=1,
-        sglang_server_concurrency=concurrency,
-        sglang_router_ip=host,
-        sglang_router_port=int(port),
-        # Qwen3 thinking drops <think> from history, so user-simulator turns would not bridge.
-        apply_chat_template_kwargs={"enable_thinking": False},
-        num_rollout=1_000_000,
-        eval_interval=None,
-    )
-
-
-class _BackgroundLoop:
-    """One persistent event loop in a daemon thread, as Miles runs async rollout functions."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="bench-rollout-loop", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, coroutine: Any, timeout_s: float) -> Any:
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        return future.result(timeout=timeout_s)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=30)
-        if not self._thread.is_alive():
-            self.loop.close()
-
-
-@contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 class RolloutDriver:
@@ -181,18 +108,23 @@ class RolloutDriver:
         from miles_verifiers import VerifiersRolloutFn
         from miles_verifiers.contract import RolloutFnConstructorInput
 
+        # A one-engine, one-GPU training run. Qwen3 thinking drops <think> from history, so
+        # user-simulator turns would not bridge: thinking off.
         self.args = miles_args(
-            engine_url=engine_url,
-            groups=groups,
-            samples_per_group=samples_per_group,
-            concurrency=concurrency,
-            max_response_tokens=max_response_tokens,
+            rollout_batch_size=groups,
+            n_samples_per_prompt=samples_per_group,
+            rollout_max_response_len=max_response_tokens,
+            sglang_server_concurrency=concurrency,
+            apply_chat_template_kwargs={"enable_thinking": False},
+            num_rollout=1_000_000,
         )
+        host, _, port = engine_url.removeprefix("http://").rstrip("/").rpartition(":")
+        point_at_engine(self.args, host, int(port))
         self._exclude = tuple(exclude_pids)
         self._timeout = call_timeout_s
-        self._loop = _BackgroundLoop()
+        self._loop = MilesLoop()
         started = time.perf_counter()
-        with _environ("VERIFIERS_CONFIG", str(TASKSET_CONFIGS[taskset])):
+        with config_env(TASKSET_CONFIGS[taskset]):
             self.fn = VerifiersRolloutFn(RolloutFnConstructorInput(self.args, data_source=None))
         self.construct_s = time.perf_counter() - started
         self._next_id = 0
@@ -200,10 +132,9 @@ class RolloutDriver:
     def _invoke(self, rollout_id: int) -> Any:
         from miles_verifiers.contract import RolloutFnTrainInput
 
-        output = self.fn(RolloutFnTrainInput(rollout_id=rollout_id))
-        if inspect.iscoroutine(output):
-            output = self._loop.run(output, self._timeout)
-        return output
+        return call_rollout_function(
+            self.fn, RolloutFnTrainInput(rollout_id=rollout_id), self._loop, self._timeout
+        )
 
     def call(self) -> CallStats:
         rollout_id, self._next_id = self._next_id, self._next_id + 1
@@ -211,7 +142,7 @@ class RolloutDriver:
             started = time.perf_counter()
             output = self._invoke(rollout_id)
             wall = time.perf_counter() - started
-        samples = list(_flatten(output.samples))
+        samples = flatten(output.samples)
         requests = [request for sample in samples for request in turn_requests(sample)]
         return CallStats(
             wall_s=wall,

@@ -5,6 +5,11 @@ seconds each), so the CI budget is a handful of examples per property, generated
 deterministically so CI never flakes; ``long`` (``--conformance-profile long`` or
 ``CONFORMANCE_PROFILE=long``, the ``conformance-long`` tox env) explores ten times more,
 randomly, and shrinks failures to a minimal example.
+
+Both are hypothesis profiles (``conformance-ci``, ``conformance-long``), registered here. A
+property's budget is its profile with its own example count; the profile is not loaded as
+hypothesis' process-wide default, so the unit tests' property tests keep theirs when both
+run in one session.
 """
 
 from __future__ import annotations
@@ -14,6 +19,29 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV = "CONFORMANCE_PROFILE"
+PROFILES = ("ci", "long")
+LONG_FACTOR = 10
+
+_SHARED = settings(
+    deadline=None,
+    database=None,
+    report_multiple_bugs=False,
+    suppress_health_check=(
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ),
+)
+# Shrinking re-runs episodes many times; CI reports the first failing example as is.
+settings.register_profile(
+    "conformance-ci", _SHARED, derandomize=True, phases=(Phase.explicit, Phase.generate)
+)
+settings.register_profile(
+    "conformance-long",
+    _SHARED,
+    derandomize=False,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+)
 
 
 def profile() -> str:
@@ -23,19 +51,6 @@ def profile() -> str:
 def budget(ci: int, long: int | None = None) -> settings:
     """Settings for one property: ``ci`` examples by default, ``long`` under the long profile."""
     is_long = profile() == "long"
-    return settings(
-        max_examples=(long if long is not None else ci * 10) if is_long else ci,
-        deadline=None,
-        derandomize=not is_long,
-        database=None,
-        # Shrinking re-runs episodes many times; CI reports the first failing example as is.
-        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-        if is_long
-        else (Phase.explicit, Phase.generate),
-        report_multiple_bugs=False,
-        suppress_health_check=(
-            HealthCheck.too_slow,
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.data_too_large,
-        ),
-    )
+    examples = (long if long is not None else ci * LONG_FACTOR) if is_long else ci
+    parent = settings.get_profile("conformance-long" if is_long else "conformance-ci")
+    return settings(parent, max_examples=examples)

@@ -54,7 +54,8 @@ CLAUSES: Final = MappingProxyType(
         "CYC-2": "A dropped group (dynamic filter or failed episode) is replaced by the next task; "
         "the returned groups are the first kept ones in task order.",
         "RES-1": "A run stopped after any rollout and resumed by a new instance with the same "
-        "--save directory produces exactly the rollouts of an uninterrupted run.",
+        "--save directory, from its newest checkpoint or an older one, produces exactly the "
+        "rollouts of an uninterrupted run.",
         # Groups and rewards.
         "GRP-1": "Every returned group holds the samples of exactly one task.",
         "GRP-2": "Groups come back in task order whatever order their episodes complete in.",
@@ -62,8 +63,9 @@ CLAUSES: Final = MappingProxyType(
         "GRP-4": "Flattening the output as Miles does keeps group boundaries, so Miles' "
         "group-relative advantages equal the per-task computation.",
         # Graph branches.
-        "BR-1": "A trace with two or more graph branches is rejected with an error naming the "
-        "branch count, wherever it falls in the batch.",
+        "BR-1": "A trace with two or more graph branches is rejected with an error carrying "
+        "the exact branch count (a branch_count attribute on the error or its cause), "
+        "wherever the trace falls in the batch.",
         "BR-2": "A trace with zero graph branches drops its group, which is replaced.",
         "BR-3": "A one-branch trace converts with tokens, loss mask and logprobs aligned, the "
         "response starting at the first sampled token.",
@@ -81,10 +83,14 @@ CLAUSES: Final = MappingProxyType(
         "the documented bounded-replacement error, within a deadline.",
         "FLT-2": "A taskset whose every episode fails ends with the bounded-replacement error, "
         "never a hang.",
+        "FLT-3": "An engine answer that breaks the /generate contract (a positive or NaN "
+        "logprob, more tokens than max_new_tokens, a token id outside the vocabulary, logprobs "
+        "not aligned with output_ids) is refused and never trained on.",
         # Eval output.
         "EVL-1": "An eval call returns data keyed by the environment id, with rewards, truncated "
         "and samples aligned per trace over every task times --n-samples-per-eval-prompt.",
-        "EVL-2": "A failing eval episode is recorded in the output, not raised.",
+        "EVL-2": "A failing eval episode is recorded in the output (status failed, reward None), "
+        "not raised.",
         # Snapshots.
         "SNP-1": "Rendered prompts for each model identity and conversation case match the "
         "committed snapshots (token ids, decoded text, per-message spans).",

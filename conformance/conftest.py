@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.miles_side import MilesLoop
 from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401 - pytest hooks
 
 if TYPE_CHECKING:  # the engine and Verifiers load only once the offline environment is set
-    from conformance.world import MilesWorld, RecordingEngine
+    from miles_verifiers.fixtures.miles import MilesLoop, MilesWorld, RecordingEngine
 
 
 def load_object(spec: str, option: str) -> Any:
@@ -55,17 +54,16 @@ def contract() -> Any:
 
 @pytest.fixture(scope="session")
 def recording_engine() -> Iterator[tuple[RecordingEngine, str, int]]:
-    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
+    from miles_verifiers.fixtures.miles import serve_recording_engine
 
-    from conformance.world import RecordingEngine
-
-    engine = RecordingEngine(EngineConfig(model="Qwen/Qwen3-0.6B"))
-    with serve_engine(engine=engine) as running:
+    with serve_recording_engine() as (engine, running):
         yield engine, "127.0.0.1", running.port
 
 
 @pytest.fixture(scope="session")
 def miles_loop() -> Iterator[MilesLoop]:
+    from miles_verifiers.fixtures.miles import MilesLoop
+
     loop = MilesLoop()
     yield loop
     loop.close()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conformance import snapshots
-from conformance.budget import PROFILE_ENV
+from conformance.budget import PROFILE_ENV, PROFILES
 from conformance.clauses import CLAUSES
 from conformance.drift import drift_lines
 from conformance.report import ItemResult, Outcome, build_report, clause_results
@@ -30,7 +30,6 @@ from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
 DEFAULT_REPLACEMENT_ERROR = "miles_verifiers.scheduling:DispatchBudgetError"
-PROFILES = ("ci", "long")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

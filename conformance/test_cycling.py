@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conformance.budget import budget
 from conformance.checks import check_train_output, output_fingerprint
 from conformance.hooks import DROP_FILTER_PATH
-from conformance.miles_side import miles_args
+from conformance.miles_side import miles_args, record_checkpoint, saves_checkpoint
 from conformance.order import check_epoch_order, trained_prompts
 from conformance.world import MilesWorld, load_task_data, write_config
 
@@ -142,6 +142,8 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(
     data: st.DataObject,
 ) -> None:
     stop_after = data.draw(st.integers(1, total - 1), label="stop_after")
+    # The stopped run may have gone past the checkpoint it is resumed from (an older one).
+    ran = data.draw(st.integers(stop_after, total), label="ran")
     config = write_config(workdir, "mv_arith", taskset={"num_tasks": num_tasks, "seed": 3})
     prompts = [str(d.prompt) for d in load_task_data(config)]
     drop_mask = data.draw(
@@ -160,6 +162,9 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(
             sglang_enable_deterministic_inference=True,
             dynamic_sampling_filter_path=DROP_FILTER_PATH,
             save=str(run_dir / save),
+            # A checkpoint after rollout stop_after - 1, the one resumed from.
+            save_interval=stop_after,
+            num_rollout=total,
         )
         args.conformance_drop_prompts = dropped
         return args
@@ -175,8 +180,10 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(
     world.engine.reset()
     args = fresh_args("interrupted")
     fn = world.start(args, config)
-    for r in range(stop_after):
+    for r in range(ran):
         world.train(fn, r)
+        if saves_checkpoint(args, r):
+            record_checkpoint(args, r)
     resumed_args = fresh_args("interrupted")  # a new process: new args, same --save
     resumed = world.start(resumed_args, config)
     after_restart = [
@@ -187,5 +194,6 @@ def test_a_resumed_run_continues_exactly_like_an_uninterrupted_one(
     ]
 
     assert after_restart == uninterrupted[stop_after:], (
-        f"after stopping at rollout {stop_after} and resuming, the rollouts differ from an uninterrupted run"
+        f"after running {ran} rollouts and resuming from the checkpoint of rollout "
+        f"{stop_after - 1}, the rollouts differ from an uninterrupted run"
     )

@@ -77,3 +77,8 @@ def test_failing_eval_episodes_are_recorded_not_raised(world: MilesWorld, workdi
     assert all(statuses[i] == "failed" for i in faulty), (
         f"failed episodes must be marked failed: {statuses}"
     )
+    rewards = entry["rewards"]
+    assert all(rewards[i] is None for i in faulty), (
+        f"a failed rollout's reward must be None (Miles logs their share as "
+        f"none_reward_ratio): {rewards}"
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -115,3 +117,55 @@ def test_an_engine_that_always_fails_ends_with_the_replacement_error(
     assert is_replacement_error(caught.value, replacement_error), (
         f"{type(caught.value).__name__}: {caught.value}"
     )
+
+
+CONTRACT_BREAKS = (
+    "positive_logprob",
+    "nan_logprob",
+    "too_many_tokens",
+    "out_of_vocab",
+    "misaligned_logprobs",
+)
+
+
+@pytest.mark.clause("FLT-3")
+@pytest.mark.parametrize("kind", CONTRACT_BREAKS)
+def test_an_engine_that_always_breaks_the_contract_is_never_trained_on(
+    world: MilesWorld, workdir: Path, replacement_error: type, kind: str
+) -> None:
+    world.engine.reset(faults=FaultPlan.always(kind))
+    args = miles_args(rollout_batch_size=1)
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 2}))
+
+    with pytest.raises(Exception) as caught:
+        world.train(fn, 0)
+
+    assert not isinstance(caught.value, CallDeadlineExceeded), "the call hung"
+    assert is_replacement_error(caught.value, replacement_error), (
+        f"every answer had {kind}, yet the call raised {type(caught.value).__name__}: "
+        f"{caught.value}"
+    )
+
+
+@pytest.mark.clause("FLT-3")
+def test_no_returned_sample_carries_a_contract_breaking_answer(
+    world: MilesWorld, workdir: Path, replacement_error: type
+) -> None:
+    world.engine.reset(faults=FaultPlan(**dict.fromkeys(CONTRACT_BREAKS, 0.06), seed=7))
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 6}))
+    vocab_size = world.engine.model.vocab_size
+
+    try:
+        output = world.train(fn, 0)
+    except CallDeadlineExceeded:
+        raise
+    except Exception as error:  # noqa: BLE001 - which error it is, is the point
+        assert is_replacement_error(error, replacement_error), f"{type(error).__name__}: {error}"
+        return
+    groups = check_train_output(output, args, world.contract)
+    for sample in (s for group in groups for s in group):
+        logprobs = list(sample.rollout_log_probs)
+        assert all(math.isfinite(lp) and lp <= 0 for lp in logprobs), logprobs
+        assert sample.response_length <= args.rollout_max_response_len
+        assert all(0 <= token < vocab_size for token in sample.tokens)

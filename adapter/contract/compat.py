@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
+from miles_verifiers.errors import SetupError
+
 CONTRACT_ENV_VAR = "MILES_VERIFIERS_CONTRACT"
 
 # Field that carries the router's routing key, newest generation first.
@@ -30,7 +32,7 @@ ROUTING_KEY_FIELDS: tuple[str, ...] = ("routing_key", "session_id")
 ContractSource = Literal["miles", "port"]
 
 
-class ContractUnavailableError(ImportError):
+class ContractUnavailableError(SetupError, ImportError):
     """Miles' contract types were required (or Miles is installed) but cannot be imported."""
 
 

@@ -2,7 +2,7 @@
 
 A sub-parser built by :func:`new_subparser` takes the runner's own options, the typed Miles
 flags and any other ``--flag`` as passthrough. :func:`resolve_config_option` and
-:func:`miles_args` turn the parsed command line into the config path and the Miles
+:func:`cli_namespace` turn the parsed command line into the config path and the Miles
 namespace.
 """
 
@@ -18,6 +18,8 @@ from miles_verifiers.config import CONFIG_ENV_VAR
 from miles_verifiers.runner.configs import fixture_config_names, resolve_config
 from miles_verifiers.runner.environment import is_fixture_model, tokenizer_source
 from miles_verifiers.runner.flags import (
+    EXTRA_FLAGS_DEST,
+    EXTRA_FLAGS_OPTION,
     accept_passthrough,
     add_miles_arguments,
     given_miles_flags,
@@ -36,7 +38,7 @@ def new_subparser(
         name,
         help=help,
         description=description,
-        usage="%(prog)s [options] [--any-miles-flag [VALUE ...] ...]",
+        usage="%(prog)s [options] [--other-miles-flag [VALUE ...] ...]",
         allow_abbrev=False,  # an unknown flag must never be read as a known one's prefix
     )
     accept_passthrough(parser)
@@ -55,6 +57,15 @@ def new_subparser(
         "(the Hugging Face cache and network settings are then left alone)",
     )
     runner.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    runner.add_argument(
+        EXTRA_FLAGS_OPTION,
+        dest=EXTRA_FLAGS_DEST,
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="let --NAME through although this Miles-flag list does not know it (a flag of a "
+        "newer Miles); repeat for each such flag. Any other unknown flag is an error.",
+    )
     add_miles_arguments(parser)
     return parser
 
@@ -65,7 +76,7 @@ def resolve_config_option(cli: argparse.Namespace) -> Path | None:
     return resolve_config(value) if value else None
 
 
-def miles_args(
+def cli_namespace(
     cli: argparse.Namespace,
     config_path: Path | None,
     preset: Mapping[str, Any] | None = None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from miles_verifiers.contract.compat import contract
 from miles_verifiers.runner.arguments import (
-    miles_args,
+    cli_namespace,
     new_subparser,
     resolve_config_option,
     rollout_function_path,
@@ -62,7 +62,7 @@ def _read_command_line(
         config_path = resolve_config_option(cli)
     except ValueError as error:
         problems.append(CheckProblem("config", error_text(error), error))
-    args = miles_args(cli, config_path)
+    args = cli_namespace(cli, config_path)
     try:
         plan_calls(
             num_rollout=args.num_rollout,

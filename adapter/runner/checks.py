@@ -1,10 +1,10 @@
 """``check``: everything the rollout function's construction would refuse, without running it.
 
-The stages follow the adapter's construction order (:func:`miles_verifiers.config.prepare_run`)
-but do not stop at the first problem where later stages do not depend on it: option problems
-and config problems are independent and are reported together. Only when every stage passes
-is the rollout function itself constructed, which is what Miles does before any engine
-exists, so no engine is contacted at any point.
+It surveys the stages of :mod:`miles_verifiers.construction`, the table the constructor runs,
+but does not stop at the first failing stage: every stage whose inputs exist runs, so
+independent problems (options, hook paths, the config file) are reported together. Only when
+every stage passes is the rollout function itself constructed, which is what Miles does before
+any engine exists, so no engine is contacted at any point.
 """
 
 from __future__ import annotations
@@ -15,19 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.config import (
-    ConfigError,
-    LoadedTaskset,
-    check_group_reward_sample_counts,
-    config_path_from_env,
-    load_env_config,
-    load_taskset,
-)
+from miles_verifiers import construction
 from miles_verifiers.clients import sampling_config_values
-from miles_verifiers.options import SamplingOptions, build_options, find_option_problems
+from miles_verifiers.contract.compat import contract
+from miles_verifiers.options import MilesOptions, SamplingOptions
 from miles_verifiers.transport.routers import RouterKind, keys_dropped_by_router
 from miles_verifiers.transport.sampling import RENAMED_KEYS
-from miles_verifiers.versions import UnsupportedVersionError, require_supported_versions
 
 
 @dataclass(frozen=True)
@@ -79,9 +72,25 @@ def router_sampling_problem(
     )
 
 
-def _describe(error: BaseException) -> str:
-    text = str(error).strip()
-    return text if text else type(error).__name__
+def _router_problems(options: MilesOptions) -> list[CheckProblem]:
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    found = (
+        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
+        for mode, sampling in modes
+    )
+    return [problem for problem in found if problem is not None]
+
+
+def _environment_settings() -> tuple[int, list[CheckProblem]]:
+    """The dispatch budget factor the constructor will use, or the default and the problem."""
+    from miles_verifiers.rollout import AdapterSettings
+
+    try:
+        return AdapterSettings.from_environ().dispatch_budget_factor, []
+    except ValueError as error:
+        factor = AdapterSettings.model_fields["dispatch_budget_factor"].default
+        return factor, [CheckProblem("settings", str(error), error)]
 
 
 def check_construction(
@@ -96,57 +105,35 @@ def check_construction(
     ``known_problems`` (found by the caller while reading the command line) come first; one
     in the ``config`` stage means there is no config to load, so that stage is skipped.
     """
-    try:
-        require_supported_versions()
-    except UnsupportedVersionError as error:
-        # Nothing below can be trusted with an unsupported verifiers or renderers.
-        return CheckReport((CheckProblem("versions", _describe(error), error),), None)
-
-    problems = list(known_problems)
-    problems += [
-        CheckProblem("options", problem.describe()) for problem in find_option_problems(args)
-    ]
-    taskset: LoadedTaskset | None = None
-    config_path: Path | None = None
-    env_id = ""
-    if not any(p.stage == "config" for p in known_problems):
-        try:
-            config_path = config_path_from_env(environ)
-            config = load_env_config(config_path)
-            env_id = str(getattr(config, "env_id", None) or config.taskset.id)
-            taskset = load_taskset(config)
-        except ConfigError as error:
-            problems.append(CheckProblem("config", _describe(error), error))
-        except Exception as error:  # noqa: BLE001 - unanticipated by the config checks; report
-            message = f"{type(error).__name__}: {_describe(error)}"
-            problems.append(CheckProblem("config", message, error))
-
-    if problems or taskset is None or config_path is None:
+    factor, problems = _environment_settings()
+    problems = list(known_problems) + problems
+    given = construction.inputs(
+        args,
+        environ=environ,
+        use_miles=contract().source == "miles",
+        dispatch_budget_factor=factor,
+    )
+    if any(p.stage == "config" for p in known_problems):
+        del given["environ"]  # no config to load: the stages reading it are skipped
+    found = construction.survey(given)
+    problems += [CheckProblem(p.stage, p.problem, p.error) for p in found.problems]
+    if "options" in found.products:
+        problems += _router_problems(found.products["options"])
+    if problems:
         return CheckReport(tuple(problems), None)
-    options = build_options(args)
-    try:
-        check_group_reward_sample_counts(taskset.has_group_reward, options)
-    except ConfigError as error:
-        return CheckReport((CheckProblem("group reward", _describe(error), error),), None)
-
-    router = RouterKind.for_miles(options.use_miles_router)
-    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
-    router_problems = [
-        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
-        for mode, sampling in modes
-    ]
-    if any(router_problems):
-        return CheckReport(tuple(p for p in router_problems if p is not None), None)
 
     try:
         construct(args)
     except Exception as error:  # noqa: BLE001 - a constructor may raise anything; report it
-        message = f"{type(error).__name__}: {_describe(error)}"
-        return CheckReport((CheckProblem("constructor", message, error),), None)
+        text = f"{type(error).__name__}: {str(error).strip() or type(error).__name__}"
+        return CheckReport((CheckProblem("constructor", text, error),), None)
 
+    made = found.products
+    options = made["options"]
+    taskset = made["taskset"]
     summary = CheckSummary(
-        env_id=env_id,
-        config_path=config_path,
+        env_id=made["env_id"],
+        config_path=made["config_path"],
         tasks=len(taskset.tasks),
         group_reward=taskset.has_group_reward,
         rollout_batch_size=options.rollout_batch_size,
@@ -157,7 +144,7 @@ def check_construction(
         tokenizer=options.tokenizer_source,
         train=options.train,
         eval=options.eval if options.eval_enabled else None,
-        router=router,
+        router=RouterKind.for_miles(options.use_miles_router),
     )
     return CheckReport((), summary)
 

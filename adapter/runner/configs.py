@@ -1,33 +1,33 @@
-"""``--config``: a Verifiers TOML path, or the name of a fixture config shipped in the package.
+"""``--config``: a Verifiers TOML path, or the name of a fixture config of the test kit.
 
-Fixture configs live in ``miles_verifiers.fixtures`` as ``configs/<name>.toml`` with
-underscores (``mv_arith.toml``); they are named on the command line like their tasksets,
-with dashes (``mv-arith``). Either spelling is accepted.
+Fixture configs live in the test kit as ``configs/<name>.toml`` with underscores
+(``mv_arith.toml``); they are named on the command line like their tasksets, with dashes
+(``mv-arith``). Either spelling is accepted; without the kit only paths are.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
 
-FIXTURE_PACKAGE = "miles_verifiers.fixtures"
-FIXTURE_CONFIG_DIR = "configs"
+from miles_verifiers.errors import CommandLineError
+from miles_verifiers.runner.kit import find_kit
 
 
-class ConfigNameError(ValueError):
+
+class ConfigNameError(CommandLineError, ValueError):
     """``--config`` is neither a TOML path nor a known fixture config name."""
 
 
-def fixture_config_dir() -> Path:
-    # The package is installed unpacked (setuptools), so its data files are real paths that
-    # can be handed to VERIFIERS_CONFIG as they are.
-    return Path(str(importlib.resources.files(FIXTURE_PACKAGE) / FIXTURE_CONFIG_DIR))
+def fixture_config_dir() -> Path | None:
+    """The kit's config folder, or None without the kit."""
+    kit = find_kit()
+    return kit.config_dir if kit is not None else None
 
 
 def fixture_config_names() -> list[str]:
     """The fixture configs, by command-line name (``mv-arith``, ...), sorted."""
     directory = fixture_config_dir()
-    if not directory.is_dir():
+    if directory is None or not directory.is_dir():
         return []
     return sorted(path.stem.replace("_", "-") for path in directory.glob("*.toml"))
 
@@ -51,8 +51,9 @@ def resolve_config(value: str) -> Path:
         )
     if _looks_like_path(text):
         return Path(text).expanduser().absolute()
-    candidate = fixture_config_dir() / f"{text.replace('-', '_')}.toml"
-    if candidate.is_file():
+    directory = fixture_config_dir()
+    candidate = None if directory is None else directory / f"{text.replace('-', '_')}.toml"
+    if candidate is not None and candidate.is_file():
         return candidate
     names = fixture_config_names()
     raise ConfigNameError(

@@ -13,15 +13,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from miles_verifiers.errors import CommandLineError, EngineError
+
 # Miles' name for the single (default) model's router in ``args.sglang_model_routers``.
 DEFAULT_MODEL_NAME = "default"
 
 
-class EngineUrlError(ValueError):
+class EngineUrlError(CommandLineError, ValueError):
     """``--engine-url`` is not an ``http://host:port`` address."""
 
 
-class EngineUnreachableError(ConnectionError):
+class EngineUnreachableError(EngineError, ConnectionError):
     """Nothing answers HTTP at the engine address."""
 
 
@@ -74,8 +76,12 @@ def require_reachable(address: EngineAddress, timeout_s: float = 10.0) -> None:
     """
     import httpx
 
+    from miles_verifiers.transport.proxies import direct_mounts
+
     try:
-        httpx.get(f"{address.base_url}/health", timeout=timeout_s)
+        # A loopback engine is asked directly, as the transport will (whatever HTTP_PROXY says).
+        with httpx.Client(mounts=direct_mounts([address.base_url])) as client:
+            client.get(f"{address.base_url}/health", timeout=timeout_s)
     except httpx.HTTPError as error:
         raise EngineUnreachableError(
             f"nothing answers at {address.base_url} ({type(error).__name__}: {error}). Fix: "
@@ -93,7 +99,8 @@ def engine_target(engine_url: str | None, model: str) -> Iterator[EngineAddress]
         require_reachable(address)
         yield address
         return
-    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
+    from miles_verifiers.runner.kit import embedded_engine
 
-    with serve_engine(EngineConfig(model=model)) as running:
-        yield EngineAddress(host="127.0.0.1", port=running.port, embedded=True)
+    with embedded_engine(model) as base_url:
+        address = parse_engine_url(base_url)
+        yield EngineAddress(host=address.host, port=address.port, embedded=True)

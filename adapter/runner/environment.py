@@ -14,16 +14,18 @@ from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 from miles_verifiers.config import CONFIG_ENV_VAR
+from miles_verifiers.errors import CommandLineError
+from miles_verifiers.runner.kit import find_kit, require_kit
 
 
-class EmbeddedEngineModelError(ValueError):
+class EmbeddedEngineModelError(CommandLineError, ValueError):
     """The embedded engine cannot serve the requested model."""
 
 
 def fixture_model_ids() -> tuple[str, ...]:
-    from miles_verifiers.fixtures.tokenizers import MODEL_IDS
-
-    return tuple(MODEL_IDS)
+    """The models the embedded kit serves (none when the kit is not installed)."""
+    kit = find_kit()
+    return kit.model_ids if kit is not None else ()
 
 
 def tokenizer_source(hf_checkpoint: str | None, tokenizer_path: str | None) -> str | None:
@@ -37,6 +39,7 @@ def is_fixture_model(model: str | None) -> bool:
 
 def require_embeddable(model: str | None) -> str:
     """The model the embedded engine will serve, or an error naming the alternatives."""
+    require_kit("running without --engine-url (the embedded loopback engine)")
     if not is_fixture_model(model):
         raise EmbeddedEngineModelError(
             f"the embedded loopback engine serves only the fixture models "
@@ -47,12 +50,14 @@ def require_embeddable(model: str | None) -> str:
 
 
 def use_fixture_tokenizers(environ: MutableMapping[str, str] | None = None) -> None:
-    """Build the offline fixture tokenizers (cached) and point Hugging Face libraries at them."""
-    from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+    """Build the offline fixture tokenizers (cached) and point Hugging Face libraries at them.
 
-    report = build_all()
-    target = os.environ if environ is None else environ
-    target.update(offline_environ(report.cache_dir))
+    Without the kit there is nothing to build: the run uses whatever tokenizers the
+    environment provides (a real deployment's Hugging Face cache).
+    """
+    kit = find_kit()
+    if kit is not None:
+        kit.prepare_tokenizers(os.environ if environ is None else environ)
 
 
 @contextlib.contextmanager

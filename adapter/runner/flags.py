@@ -1,9 +1,10 @@
 """Miles-style command-line flags: the typed ones a user commonly needs, and a passthrough.
 
 The typed flags carry Miles' own spelling, destination and value type, so argparse rejects
-a bad value (``--rollout-batch-size four``) with the flag's name. Every other ``--flag``
-goes through :func:`parse_passthrough` and lands on ``args.flag`` unchanged in meaning, so
-any Miles option can be set, including ones this project has never heard of.
+a bad value (``--rollout-batch-size four``) with the flag's name. Every other flag Miles
+defines goes through :func:`parse_passthrough` and lands on ``args.flag`` unchanged in
+meaning; a flag Miles does not define is refused with the nearest spelling, as Miles' own
+parser would, unless ``--extra-miles-flag NAME`` lets it through (a newer Miles' flag).
 
 Typed flags default to ``argparse.SUPPRESS``: a parsed namespace holds only what the user
 typed, and the namespace builder decides what the rest defaults to.
@@ -12,21 +13,29 @@ typed, and the namespace builder decides what the rest defaults to.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from miles_verifiers.errors import CommandLineError
+from miles_verifiers.runner.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers.upstream import known_option_strings
 
 FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
 
 # Where parsed passthrough flags are stored on the CLI namespace.
 PASSTHROUGH_DEST = "miles_passthrough"
+# Where ``--extra-miles-flag NAME`` (flags of a newer Miles, let through unchecked) is stored.
+EXTRA_FLAGS_DEST = "extra_miles_flags"
+EXTRA_FLAGS_OPTION = "--extra-miles-flag"
 
 _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*$")
 
 
-class PassthroughError(ValueError):
+class PassthroughError(CommandLineError, ValueError):
     """The free-form part of the command line cannot be read as ``--flag [value ...]`` pairs."""
 
 
@@ -171,7 +180,8 @@ def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every :data:`MILES_FLAGS` flag to ``parser`` (in a 'Miles options' group)."""
     group = parser.add_argument_group(
         "Miles options",
-        "Spelled and typed as in Miles; any other --flag [value ...] is passed through to "
+        "Spelled and typed as in Miles; any other flag Miles defines (or one named with "
+        "--extra-miles-flag) is passed through as --flag [value ...] to "
         "args.flag (dashes become underscores; a value is read as JSON when it parses, else "
         "as text; a bare flag is True, a bare --disable-x sets x to False).",
     )
@@ -227,7 +237,8 @@ def _split_flag(token: str) -> tuple[str, str | None]:
             f"--{name}: Miles flags are spelled with dashes; write --{name.replace('_', '-')}."
         )
     if not _FLAG_NAME.match(name):
-        raise PassthroughError(f"{token!r} is not a valid flag name.")
+        # Only the name: the text after '=' may be a credential.
+        raise PassthroughError(f"--{name} is not a valid flag name.")
     return name, inline if equals else None
 
 
@@ -269,14 +280,57 @@ def _passthrough_values(name: str, values: Sequence[str]) -> dict[str, Any]:
     return {attribute: [parse_scalar(v) for v in values]}
 
 
+def _flag_names(tokens: Sequence[str]) -> list[str]:
+    """The names of the ``--flag`` tokens among ``tokens`` (values are skipped)."""
+    flags = [token for token in tokens if token.startswith("--") and token != "--"]
+    return [flag[2:].partition("=")[0] for flag in flags]
+
+
+def normalize_flag_name(name: str) -> str:
+    """``--Some_Flag`` and ``some-flag`` alike as ``some-flag``."""
+    return name.strip().lstrip("-").replace("_", "-").lower()
+
+
+def unknown_flags_message(
+    tokens: Sequence[str], known: Iterable[str], extra: Iterable[str] = ()
+) -> str | None:
+    """Why the passthrough ``tokens`` cannot be used, or None when every flag in them is
+    one Miles defines (:data:`MILES_FLAG_NAMES`), one of ``known`` (this command's own), or
+    one of ``extra`` (named with ``--extra-miles-flag``)."""
+    own = {normalize_flag_name(name) for name in known}
+    allowed = MILES_FLAG_NAMES | own | {normalize_flag_name(name) for name in extra}
+    candidates = sorted(MILES_FLAG_NAMES | own)
+    unknown = [
+        name
+        for name in dict.fromkeys(_flag_names(tokens))  # each name once, in order
+        # a known flag misspelled with underscores is reported by the passthrough parser
+        if normalize_flag_name(name) not in allowed
+    ]
+    if not unknown:
+        return None
+    described = []
+    for name in unknown:
+        close = difflib.get_close_matches(normalize_flag_name(name), candidates, n=1)
+        described.append(f"--{name}" + (f" (did you mean --{close[0]}?)" if close else ""))
+    escape = normalize_flag_name(unknown[0]) if len(unknown) == 1 else "NAME"
+    return (
+        f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(described)}. Miles' own "
+        "parser refuses flags it does not define, so this command does too rather than "
+        f"ignore them. Fix the spelling, or, for a flag of a newer Miles, add "
+        f"{EXTRA_FLAGS_OPTION} {escape} (once per flag) to pass it through as it is."
+    )
+
+
 def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Make ``parser`` keep unknown ``--flag`` tokens instead of rejecting them.
 
     argparse's sub-command action hands each sub-parser's leftovers back to the top-level
     parser, which then fails on them. Wrapping this parser's ``parse_known_args`` stores the
     leftovers on the namespace (:data:`PASSTHROUGH_DEST`) instead, so the subcommand can
-    read them as Miles options. The parser must be built with ``allow_abbrev=False``, or
-    argparse would silently expand unknown prefixes of known flags.
+    read them as Miles options, once each leftover flag is checked to be one Miles defines
+    or one named with ``--extra-miles-flag`` (otherwise a usage error, exit 2, before
+    anything runs). The parser must be built with ``allow_abbrev=False``, or argparse would
+    silently expand unknown prefixes of known flags.
     """
     if parser.allow_abbrev:
         raise ValueError("a passthrough parser needs allow_abbrev=False")
@@ -286,11 +340,18 @@ def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = original(args, namespace)
+        problem = unknown_flags_message(
+            extras,
+            known=known_option_strings(parser),
+            extra=getattr(parsed, EXTRA_FLAGS_DEST, None) or [],
+        )
+        if problem:
+            parser.error(problem)  # exits 2 with the usage line, before anything runs
         previous: list[str] = list(getattr(parsed, PASSTHROUGH_DEST, None) or [])
         setattr(parsed, PASSTHROUGH_DEST, previous + list(extras))
         return parsed, []
 
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign, assignment]
     return parser
 
 

@@ -13,14 +13,15 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from miles_verifiers.contract.compat import Contract
+from miles_verifiers.errors import CommandLineError
 
 DEFAULT_ROLLOUT_FUNCTION = "miles_verifiers.VerifiersRolloutFn"
 
 
-class RolloutFunctionPathError(ValueError):
+class RolloutFunctionPathError(CommandLineError, ValueError):
     """``--rollout-function-path`` does not name an importable callable."""
 
 
@@ -78,7 +79,10 @@ def build_rollout_function(
     """Load ``path`` and build the callable Miles would call (a class is constructed here)."""
     target = load_object(path)
     if inspect.isclass(target):
-        return target(contract.RolloutFnConstructorInput(args=args, data_source=data_source))
+        built: Callable[[Any], Any] = cast(Any, target)(
+            contract.RolloutFnConstructorInput(args=args, data_source=data_source)
+        )
+        return built
     if callable(target):
         return LegacyRolloutFunction(target, args, data_source, contract)
     raise RolloutFunctionPathError(

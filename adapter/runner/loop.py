@@ -16,8 +16,10 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Self
 
+from miles_verifiers.errors import RolloutCallError
 
-class RolloutCallTimeout(TimeoutError):
+
+class RolloutCallTimeout(RolloutCallError, TimeoutError):
     """A rollout-function call did not finish within the runner's per-call limit."""
 
 
@@ -37,6 +39,13 @@ class BackgroundLoop:
     def start(self) -> Self:
         self._thread.start()
         return self
+
+    def is_current(self) -> bool:
+        """Whether the calling code runs on this loop (waiting on it from there would deadlock)."""
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
         """Run ``coroutine`` on the loop and wait for it (from any other thread)."""

@@ -5,7 +5,8 @@ Layers, lowest first:
 1. Miles' defaults for every attribute the adapter reads (:func:`miles_defaults`), plus the
    few scheduling attributes this runner reads itself (:data:`SCHEDULE_DEFAULTS`);
 2. what Miles' Verifiers launcher always passes (:data:`LAUNCHER_SETTINGS`, C94), plus this
-   runner's own defaults (:data:`RUNNER_DEFAULTS`: the checkpoint the fixtures are built for);
+   runner's own defaults (:data:`RUNNER_DEFAULTS`: the checkpoint the fixtures are built for,
+   and :func:`count_one_engine`: one engine's GPUs when ``--rollout-num-gpus`` is absent);
 3. the typed flags the user gave, then the passthrough flags;
 4. the values Miles' argument post-processing derives from others (:func:`derive_miles_values`).
 
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from miles_verifiers.errors import CommandLineError
 from miles_verifiers.options import miles_defaults
 
 # Attributes Miles' training loop reads to schedule rollout and eval calls (§1.3); not in the
@@ -45,7 +47,20 @@ RUNNER_DEFAULTS: Mapping[str, Any] = {"hf_checkpoint": DEFAULT_CHECKPOINT}
 EVAL_PLACEHOLDER_NAME = "verifiers-taskset"
 
 
-class NamespaceError(ValueError):
+def count_one_engine(values: dict[str, Any]) -> None:
+    """Default ``rollout_num_gpus`` to one engine's GPUs, in place.
+
+    Miles requires the flag because it places engines on its cluster; this runner talks to
+    exactly one engine (the embedded loopback, or the one address given), so without Miles
+    the flag carries no information and one engine is the true count. A value the user gave
+    is kept, so the adapter's concurrency still follows it.
+    """
+    if values.get("rollout_num_gpus") is None:
+        per_engine = values.get("rollout_num_gpus_per_engine")
+        values["rollout_num_gpus"] = per_engine if isinstance(per_engine, int) else 1
+
+
+class NamespaceError(CommandLineError, ValueError):
     """Flags that Miles' own argument checks would refuse."""
 
 
@@ -93,6 +108,7 @@ def build_namespace(
     for layer in (SCHEDULE_DEFAULTS, LAUNCHER_SETTINGS, RUNNER_DEFAULTS, preset or {}, given):
         values.update(copy.deepcopy(dict(layer)))
     values.update(copy.deepcopy(dict(passthrough or {})))
+    count_one_engine(values)
     derive_miles_values(values)
     if values.get("eval_interval") is not None and not values.get("eval_prompt_data"):
         values["eval_prompt_data"] = [EVAL_PLACEHOLDER_NAME, str(config_path or "")]

@@ -75,8 +75,18 @@ def eval_records(
             yield sample_record(sample, rollout_id=rollout_id, evaluation=True, env_id=env_id)
 
 
+# Characters ``str.splitlines()`` (and so many line readers) treats as line ends that JSON
+# lets through unescaped; json.dumps already escapes the ASCII ones (\n, \r, \v, \f, \x1c-\x1e).
+_LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_ESCAPE_LINE_BREAKS = str.maketrans(_LINE_BREAKS_JSON_KEEPS)
+
+
 def dumps(record: Any) -> str:
-    return json.dumps(jsonable(record), allow_nan=False, ensure_ascii=False)
+    """One JSON document on one line, for every line reader: non-ASCII text stays readable,
+    but the Unicode line separators are written as ``\\uXXXX`` (they can only occur inside
+    JSON strings, where the escape means the same character)."""
+    text = json.dumps(jsonable(record), allow_nan=False, ensure_ascii=False)
+    return text.translate(_ESCAPE_LINE_BREAKS)
 
 
 def write_lines(stream: IO[str], records: Iterable[Mapping[str, Any]]) -> int:
@@ -89,11 +99,13 @@ def write_lines(stream: IO[str], records: Iterable[Mapping[str, Any]]) -> int:
     return count
 
 
+def json_document(document: Any) -> str:
+    """``document`` as indented, strict JSON text ending in a newline."""
+    return json.dumps(jsonable(document), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
+
+
 def write_json(path: Path, document: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(
-        json.dumps(jsonable(document), allow_nan=False, indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
-    )
+    temporary.write_text(json_document(document), encoding="utf-8")
     temporary.replace(path)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from miles_verifiers.runner.arguments import (
-    miles_args,
+    cli_namespace,
     new_subparser,
     resolve_config_option,
     rollout_function_path,
@@ -22,6 +23,7 @@ from miles_verifiers.runner.environment import (
     use_fixture_tokenizers,
     verifiers_config,
 )
+from miles_verifiers.runner.outputs import check_output_paths
 from miles_verifiers.runner.progress import ProgressObserver
 from miles_verifiers.runner.reporting import (
     EXIT_FAILURE,
@@ -89,6 +91,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def require_positive_seconds(value: float | None, flag: str) -> None:
+    """Refuse a duration that is not a positive, finite number (None: no limit)."""
+    # NaN passes every comparison and inf overflows the thread wait, so check finiteness too.
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"{flag} is {value!r}; it must be a positive, finite number of seconds. Fix: pass "
+            f"e.g. {flag} {DEFAULT_CALL_TIMEOUT_S:g}."
+        )
+
+
 def run_command(cli: argparse.Namespace) -> int:
     return run_with_preset(cli, COMMAND)
 
@@ -120,13 +132,13 @@ def run_with_preset(
     debug = bool(getattr(cli, "debug", False))
     try:
         config_path = resolve_config_option(cli)
-        args = miles_args(cli, config_path, preset)
+        args = cli_namespace(cli, config_path, preset)
         calls = _plan(args)
         engine_url = engine_url_for(cli, args)
         model = tokenizer_source(args.hf_checkpoint, args.sglang_tokenizer_path)
         engine_model = model if engine_url else require_embeddable(model)
-        if cli.call_timeout is not None and cli.call_timeout <= 0:
-            raise ValueError("--call-timeout must be a positive number of seconds.")
+        require_positive_seconds(cli.call_timeout, "--call-timeout")
+        check_output_paths(cli.output, cli.metrics_output)
     except ValueError as error:
         report_error(command, error, debug=debug)
         return EXIT_USAGE
@@ -151,7 +163,9 @@ def run_with_preset(
                 result = run_rollouts(request, observer or SilentObserver())
     except KeyboardInterrupt:
         console.print(
-            f"miles-verifiers {command}: interrupted; {cli.output} may be partial", markup=False
+            f"miles-verifiers {command}: interrupted; {cli.output} and {cli.metrics_output} "
+            "are left as they were before this run",
+            markup=False,
         )
         return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - every failure becomes one clear message

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from miles_verifiers.errors import CommandLineError
+
 CallKind = Literal["train", "eval"]
 
 
-class ScheduleError(ValueError):
+class ScheduleError(CommandLineError, ValueError):
     """The flags do not describe a run this runner can schedule."""
 
 

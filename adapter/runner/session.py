@@ -17,26 +17,28 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from miles_verifiers.contract.compat import Contract, contract
+from miles_verifiers.errors import CommandLineError
 from miles_verifiers.runner.engine import EngineAddress, engine_target, point_args_at
 from miles_verifiers.runner.loading import build_rollout_function
 from miles_verifiers.runner.loop import BackgroundLoop, call_rollout_function
+from miles_verifiers.runner.outputs import check_output_paths, staged_outputs
 from miles_verifiers.runner.records import (
     eval_records,
     jsonable,
     train_records,
-    write_json,
     write_lines,
 )
+from miles_verifiers.runner.redaction import redact
 from miles_verifiers.runner.reporting import error_text
 from miles_verifiers.runner.schedule import PlannedCall
 from miles_verifiers.runner.summary import EvalCallStats, RunSummary, RunTally, TrainCallStats
 
 
-class RolloutOutputError(TypeError):
+class RolloutOutputError(CommandLineError, TypeError):
     """The rollout function returned something that is not Miles' output type for the call."""
 
 
-class ConstructionError(RuntimeError):
+class ConstructionError(CommandLineError, RuntimeError):
     """The rollout function could not be built; the cause is chained."""
 
 
@@ -149,7 +151,7 @@ async def _drive(
 
 def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) -> dict[str, Any]:
     return {
-        "args": jsonable(vars(request.args)),
+        "args": redact(jsonable(vars(request.args))),
         "train": [asdict(call) for call in tally.train_calls],
         "eval": [asdict(call) for call in tally.eval_calls],
         "summary": summary.as_dict(),
@@ -157,7 +159,9 @@ def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) 
 
 
 def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> RunResult:
-    """Run ``request.calls`` and write the samples and metrics; raises on the first failure."""
+    """Run ``request.calls`` and write the samples and metrics; raises on the first failure,
+    leaving any earlier outputs at those paths as they were."""
+    check_output_paths(request.output, request.metrics_output)
     observer = observer or SilentObserver()
     started = time.monotonic()
     types = contract()
@@ -172,16 +176,16 @@ def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> Ru
         # Miles resolves the start id after construction (from the checkpoint, else 0).
         request.args.start_rollout_id = 0
     tally = RunTally(reward_args=request.args)
-    request.output.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        engine_target(request.engine_url, request.engine_model) as address,
-        BackgroundLoop() as loop,
-        request.output.open("w", encoding="utf-8") as stream,
-    ):
-        point_args_at(request.args, address)
-        observer.engine_ready(address)
-        recorder = _Recorder(tally, stream)
-        asyncio.run(_drive(fn, request, types, loop, recorder, observer))
-    summary = tally.finish(time.monotonic() - started)
-    write_json(request.metrics_output, metrics_document(request, tally, summary))
+    with staged_outputs(request.output, request.metrics_output) as outputs:
+        with (
+            engine_target(request.engine_url, request.engine_model) as address,
+            BackgroundLoop() as loop,
+        ):
+            point_args_at(request.args, address)
+            observer.engine_ready(address)
+            recorder = _Recorder(tally, outputs.samples)
+            asyncio.run(_drive(fn, request, types, loop, recorder, observer))
+        summary = tally.finish(time.monotonic() - started)
+        outputs.write_metrics(metrics_document(request, tally, summary))
+        outputs.publish()
     return RunResult(summary, recorder.written, request.output, request.metrics_output, address)

@@ -124,7 +124,7 @@ class RunTally:
         metrics = dict(metrics or {})
         for name, value in metrics.items():
             if name.startswith(DROP_PREFIX) and isinstance(value, (int, float)):
-                self._drops[name.removeprefix(DROP_PREFIX)] += value
+                self._drops[name.removeprefix(DROP_PREFIX)] += int(value)
         replaced = metrics.get(REPLACED_KEY)
         if isinstance(replaced, (int, float)):
             self._replacements += replaced

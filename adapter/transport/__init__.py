@@ -12,6 +12,7 @@ from miles_verifiers.transport.errors import (
     MultimodalNotSupported,
     RequestRejected,
 )
+from miles_verifiers.transport.identity import EngineModelMismatchError
 from miles_verifiers.transport.settings import (
     EngineAddressError,
     RetryPolicy,
@@ -26,6 +27,7 @@ __all__ = [
     "AbortReport",
     "EngineAbortedError",
     "EngineAddressError",
+    "EngineModelMismatchError",
     "InvalidPrompt",
     "InvalidSamplingParams",
     "MalformedEngineResponseError",

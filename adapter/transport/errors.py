@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import openai
+from miles_verifiers.errors import EngineError, tag_message
 from verifiers.v1.errors import OverlongPromptError
 
 __all__ = [
@@ -60,8 +61,10 @@ _ROUTER_FIELD = re.compile(r"target type: ([A-Za-z_][\w.\[\]]*):")
 # --- refusals decided before anything is sent -------------------------------------------------
 
 
-class RequestRejected(ValueError):
+class RequestRejected(EngineError, ValueError):
     """The transport refuses the request itself; it is never sent (reported as HTTP 400)."""
+
+    trace_code = "request_refused"
 
 
 class MultimodalNotSupported(RequestRejected):
@@ -79,11 +82,11 @@ class InvalidSamplingParams(RequestRejected):
 # --- problems found in an engine answer ------------------------------------------------------
 
 
-class MalformedOutput(ValueError):
+class MalformedOutput(EngineError, ValueError):
     """SGLang's /generate answer is inconsistent or incomplete (pure-layer signal)."""
 
 
-class EngineAborted(Exception):
+class EngineAborted(EngineError):
     """SGLang finished the request with ``finish_reason.type == "abort"`` (pure-layer signal)."""
 
     def __init__(self, message: str, *, status_code: int | None, partial_tokens: int) -> None:
@@ -92,13 +95,15 @@ class EngineAborted(Exception):
         self.partial_tokens = partial_tokens
 
 
-class EngineAbortedError(openai.APIStatusError):
+class EngineAbortedError(EngineError, openai.APIStatusError):
     """SGLang aborted the generation (abort request, pause in abort mode, engine timeout).
 
     The partial output is discarded: an aborted turn is never reported as a completed one.
     ``status_code`` is the abort's own 4xx/5xx status when SGLang gives one, else 503, so the
     harness may retry the turn once the engine serves again.
     """
+
+    trace_code = "engine_aborted"
 
     def __init__(
         self, message: str, *, response: httpx.Response, body: object | None, status_code: int
@@ -107,8 +112,10 @@ class EngineAbortedError(openai.APIStatusError):
         self.status_code = status_code
 
 
-class MalformedEngineResponseError(openai.APIResponseValidationError):
+class MalformedEngineResponseError(EngineError, openai.APIResponseValidationError):
     """SGLang answered 2xx, but its token metadata cannot be trusted for training (502)."""
+
+    trace_code = "unusable_answer"
 
 
 # --- classification --------------------------------------------------------------------------
@@ -222,16 +229,32 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
 
 
 def error_for_transport_failure(
-    exc: httpx.TransportError, request: httpx.Request
+    exc: httpx.RequestError, request: httpx.Request, *, proxy: str | None = None
 ) -> openai.APIConnectionError:
     """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
-    ``APIConnectionError`` (503)."""
+    ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a
+    failure there is the proxy's, not necessarily the engine's, so the message says so."""
     if isinstance(exc, httpx.TimeoutException):
         return openai.APITimeoutError(request=request)
+    via = ""
+    if proxy:
+        via = (
+            f" through the proxy {_without_credentials(proxy)} named by the environment "
+            "(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add the engine host to NO_PROXY to reach it "
+            "directly)"
+        )
     return openai.APIConnectionError(
-        message=f"could not talk to SGLang at {request.url}: {type(exc).__name__}: {exc}",
+        message=f"could not talk to SGLang at {request.url}{via}: {type(exc).__name__}: {exc}",
         request=request,
     )
+
+
+def _without_credentials(proxy: str) -> str:
+    try:
+        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
+    except httpx.InvalidURL:
+        return "(unparseable proxy URL)"
+    return str(url.copy_with(username=None, password=None))
 
 
 def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.BadRequestError:
@@ -239,22 +262,36 @@ def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.
     body: dict[str, Any] = {"error": {"message": str(exc), "type": type(exc).__name__}}
     response = httpx.Response(400, json=body, request=request)
     return openai.BadRequestError(
-        f"the SGLang transport refused the request: {exc}", response=response, body=body
+        tag_message(type(exc), f"the SGLang transport refused the request: {exc}"),
+        response=response,
+        body=body,
     )
 
 
 def error_for_output(
     exc: EngineAborted | MalformedOutput, response: httpx.Response, body: object | None
 ) -> openai.APIError:
-    """The exception for a 2xx answer that is an abort or cannot be trusted."""
+    """The exception for a 2xx answer that is an abort or cannot be trusted.
+
+    An untrustworthy answer names the engine URL it came from and the field at fault.
+    """
     if isinstance(exc, EngineAborted):
         status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
         return EngineAbortedError(
-            f"SGLang aborted the request after {exc.partial_tokens} token(s): {exc}",
+            tag_message(
+                EngineAbortedError,
+                f"SGLang aborted the request after {exc.partial_tokens} token(s): {exc}",
+            ),
             response=response,
             body=body,
             status_code=status,
         )
     return MalformedEngineResponseError(
-        response, body, message=f"SGLang's /generate answer is unusable for training: {exc}"
+        response,
+        body,
+        message=tag_message(
+            MalformedEngineResponseError,
+            f"SGLang at {response.request.url} broke the /generate contract; its answer is "
+            f"unusable for training: {exc}",
+        ),
     )

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from miles_verifiers.transport.settings import TransportSettings
+from miles_verifiers.upstream import MODELS_PATHS
 
 __all__ = ["MODELS_PATHS", "models_listing"]
-
-MODELS_PATHS = frozenset({"models", "v1/models"})
 
 
 def models_listing(settings: TransportSettings) -> dict[str, Any]:

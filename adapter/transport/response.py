@@ -4,7 +4,10 @@ SGLang returns ``output_ids`` and ``meta_info.output_token_logprobs`` as
 ``[logprob, token_id, text|null]`` triples; Renderers 0.1.9+ wants
 ``choices[0].token_ids`` with ``choices[0].logprobs.content[i] == {"token": "token_id:<id>",
 "logprob": float}``. Training consumes these ids and logprobs as-is, so any inconsistency is an
-error rather than something to patch over. Pure functions only.
+error rather than something to patch over: besides its shape, every answer must keep the
+request's contract (logprobs are log-probabilities, so finite and <= 0; no more tokens than
+the request's ``max_new_tokens``; every id inside the tokenizer's vocabulary). Pure functions
+only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ __all__ = ["FINISH_REASONS", "convert_generate_output", "token_label"]
 FINISH_REASONS = frozenset({"stop", "length"})
 # Renderers reads this exact value as "the engine had no sampling evidence" and rejects it.
 _NO_EVIDENCE_LOGPROB = -9999.0
+# A near-certain token's fp32 log-softmax can round a hair above 0; anything beyond this is
+# not a log-probability at all.
+_LOGPROB_SLACK = 1e-5
 
 
 def token_label(token_id: int) -> str:
@@ -65,7 +71,13 @@ def _sampled_tokens(meta: Mapping[str, Any]) -> tuple[list[int], list[float]]:
             value = math.inf
         if not math.isfinite(value):
             raise MalformedOutput(
-                f"output_token_logprobs[{index}] has logprob {logprob!r}; it must be finite"
+                f"meta_info.output_token_logprobs[{index}] has logprob {logprob!r}; "
+                "it must be finite"
+            )
+        if value > _LOGPROB_SLACK:
+            raise MalformedOutput(
+                f"meta_info.output_token_logprobs[{index}] has logprob {logprob!r}; a "
+                "log-probability is at most 0"
             )
         if value == _NO_EVIDENCE_LOGPROB:
             raise MalformedOutput(
@@ -94,11 +106,33 @@ def _check_output_ids(output: Mapping[str, Any], ids: list[int]) -> None:
             )
 
 
-def convert_generate_output(output: object, *, rid: str) -> dict[str, Any]:
+def _check_limits(ids: list[int], max_new_tokens: int | None, vocab_size: int | None) -> None:
+    if max_new_tokens is not None and len(ids) > max_new_tokens:
+        raise MalformedOutput(
+            f"meta_info.output_token_logprobs holds {len(ids)} tokens, more than the "
+            f"request's max_new_tokens={max_new_tokens}"
+        )
+    if vocab_size is not None:
+        for index, token_id in enumerate(ids):
+            if token_id >= vocab_size:
+                raise MalformedOutput(
+                    f"output_ids[{index}]={token_id} is outside the tokenizer's vocabulary "
+                    f"(ids 0..{vocab_size - 1})"
+                )
+
+
+def convert_generate_output(
+    output: object,
+    *,
+    rid: str,
+    max_new_tokens: int | None = None,
+    vocab_size: int | None = None,
+) -> dict[str, Any]:
     """Renderers' generate-response JSON for one SGLang ``/generate`` answer.
 
     Raises ``EngineAborted`` when SGLang aborted the request (its partial output is discarded)
-    and ``MalformedOutput`` when the answer is not a single, consistent, finished generation.
+    and ``MalformedOutput`` when the answer is not a single, consistent, finished generation
+    within the request's limits (``max_new_tokens``, ``vocab_size``; None skips a check).
     """
     if not isinstance(output, Mapping):
         raise MalformedOutput(
@@ -120,6 +154,7 @@ def convert_generate_output(output: object, *, rid: str) -> dict[str, Any]:
 
     ids, logprobs = _sampled_tokens(meta)
     _check_output_ids(output, ids)
+    _check_limits(ids, max_new_tokens, vocab_size)
     reported = meta.get("completion_tokens")
     if reported is not None and reported != len(ids):
         raise MalformedOutput(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from verifiers.v1.errors import OverlongPromptError
 
@@ -82,7 +82,7 @@ class SamplingTranslation:
     overridden: tuple[str, ...]  # caller keys whose value the settings replaced
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

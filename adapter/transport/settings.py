@@ -14,7 +14,9 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
+from miles_verifiers.errors import SetupError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from miles_verifiers.transport.routers import RouterKind
 
@@ -35,7 +37,7 @@ MAX_STOP_STRINGS = 32
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
-class EngineAddressError(ValueError):
+class EngineAddressError(SetupError, ValueError):
     """The engine/router address could not be resolved or is not an http(s) base URL."""
 
 
@@ -150,6 +152,11 @@ class TransportSettings(BaseModel):
     context_len: PositiveInt | None = None
     max_prompt_len: PositiveInt | None = None
     served_model_names: tuple[str, ...] = ()
+    vocab_size: PositiveInt | None = Field(
+        None,
+        description="Token ids the renderer's tokenizer knows (len(tokenizer)); an engine "
+        "answer with an id at or above it is refused. None skips that check.",
+    )
     stop_token_ids: tuple[Annotated[int, Field(ge=0)], ...] = ()
     stop: tuple[str, ...] = ()
     no_stop_trim: bool = True
@@ -198,11 +205,13 @@ class TransportSettings(BaseModel):
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Distinct error types let callers attach a fix to each limit (see LIMIT_ERROR_TYPES).
         if any(not s for s in value):
-            raise ValueError("stop strings must be non-empty")
+            raise PydanticCustomError("empty_stop_string", "stop strings must be non-empty")
         if len(value) > MAX_STOP_STRINGS:
-            raise ValueError(
-                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
+            raise PydanticCustomError(
+                "too_many_stop_strings",
+                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}",
             )
         return value
 
@@ -235,14 +244,16 @@ class TransportSettings(BaseModel):
     def _limits_fit(self) -> TransportSettings:
         if self.context_len is not None:
             if self.context_len < 2:
-                raise ValueError(
+                raise PydanticCustomError(
+                    "context_too_small",
                     f"context_len={self.context_len} leaves no room for a prompt and a response; "
-                    "use at least 2"
+                    "use at least 2",
                 )
             if self.max_prompt_len is not None and self.max_prompt_len > self.context_len - 1:
-                raise ValueError(
+                raise PydanticCustomError(
+                    "prompt_cap_too_large",
                     f"max_prompt_len={self.max_prompt_len} must be at most context_len - 1 = "
-                    f"{self.context_len - 1}, so a first prompt always leaves room to generate"
+                    f"{self.context_len - 1}, so a first prompt always leaves room to generate",
                 )
         return self
 

@@ -1,10 +1,9 @@
 """The HTTP shell: the object Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``.
 
-``renderers.client.generate`` (0.1.10) touches four things on it: ``base_url``,
-``get("/models", cast_to=...)``, ``post(<base>/inference/v1/generate, cast_to=httpx.Response,
-body=..., options={"headers": {"X-Session-ID": ...}})`` and, through ``TrainClient.close``,
-``close()``. Translation lives in the pure modules; this one only does I/O, retries and the
-small amount of state (session ledger, in-flight rids, the pooled client).
+It implements :class:`miles_verifiers.upstream.RenderersClient`, the part of ``AsyncOpenAI``
+that ``renderers.client.generate`` (0.1.10) and ``TrainClient.close`` use. Translation lives in
+the pure modules; this one only does I/O, retries and the small amount of state (session
+ledger, in-flight rids, the pooled client).
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import os
 import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,7 +32,9 @@ from miles_verifiers.transport.errors import (
     is_retryable_transport_error,
 )
 from miles_verifiers.transport.limits import EngineLimits, fetch_deployment_limits
+from miles_verifiers.transport.identity import check_served_model
 from miles_verifiers.transport.probe import MODELS_PATHS, models_listing
+from miles_verifiers.transport.proxies import direct_mounts, environment_proxy_for
 from miles_verifiers.transport.request import (
     GenerateCall,
     build_generate_call,
@@ -41,16 +43,17 @@ from miles_verifiers.transport.request import (
 from miles_verifiers.transport.response import convert_generate_output
 from miles_verifiers.transport.routers import keys_dropped_by_router
 from miles_verifiers.transport.sessions import SessionLedger
-from miles_verifiers.transport.settings import TransportSettings, resolve_engine_url
+from miles_verifiers.transport.settings import (
+    EngineAddressError,
+    TransportSettings,
+    resolve_engine_url,
+)
 from miles_verifiers.transport.workers import AbortReport, abort_on_workers, list_workers
+from miles_verifiers.upstream import GENERATE_SUFFIX, SESSION_HEADER, session_id_from_options
 
 __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
 
 logger = logging.getLogger(__name__)
-
-SESSION_HEADER = "X-Session-ID"
-# Renderers posts to "<base without /v1>/inference/v1/generate" (an absolute URL).
-GENERATE_SUFFIX = "/inference/v1/generate"
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -58,15 +61,8 @@ Sleep = Callable[[float], Awaitable[Any]]
 _ROUTER_DROPS_WARNED: set[str] = set()
 
 
-def _session_id(options: Mapping[str, Any] | None) -> str | None:
-    headers = (options or {}).get("headers") or {}
-    if not isinstance(headers, Mapping):
-        return None
-    for name, value in headers.items():
-        if name.lower() == SESSION_HEADER.lower() and value:
-            return str(value)
-    return None
-
+# A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
+MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 # Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
 # large enough that a handful of clients cover a whole rollout's concurrency.
@@ -120,6 +116,7 @@ class SGLangTransport:
         self._next_lane = itertools.count()
         self._engine_limits: EngineLimits | None = None
         self._limits_lock: asyncio.Lock | None = None
+        self._model_checked = False
 
     @property
     def settings(self) -> TransportSettings:
@@ -157,7 +154,7 @@ class SGLangTransport:
         if cast_to is not httpx.Response:
             raise TypeError(f"post() returns an httpx.Response; cast_to={cast_to!r} is unsupported")
         url = f"{resolve_engine_url(self._settings)}/generate"
-        session_id = _session_id(options)
+        session_id = session_id_from_options(options)
         body = body if body is not None else {}
         first_prompt = (
             session_id is None or session_id not in self._sessions
@@ -185,7 +182,15 @@ class SGLangTransport:
                 MalformedOutput(f"the body is not JSON ({exc})"), response, None
             ) from exc
         try:
-            converted = convert_generate_output(answer, rid=rid)
+            # A contract-breaking answer is not resent here: the engine that broke it would
+            # most likely break it again. The failed turn is the harness's to handle, within its
+            # own bounded retries (the OpenAI SDK's max_retries), and the group is dropped.
+            converted = convert_generate_output(
+                answer,
+                rid=rid,
+                max_new_tokens=call.payload["sampling_params"].get("max_new_tokens"),
+                vocab_size=self._settings.vocab_size,
+            )
         except (EngineAborted, MalformedOutput) as exc:
             raise error_for_output(exc, response, answer) from exc
         return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
@@ -202,6 +207,54 @@ class SGLangTransport:
             # Its connections belong to another (usually finished) loop and cannot be closed
             # from this one; dropping the client lets them be collected.
             logger.debug("dropping an SGLang HTTP client opened on another event loop")
+
+    # --- which model the engine serves -----------------------------------------------------
+
+    async def verify_served_model(
+        self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
+    ) -> None:
+        """Refuse an engine whose ``/model_info`` names another model than ``expected`` (or
+        one of its ``aliases``).
+
+        Asks once per transport (a transport serves one rollout call). An engine or router
+        that does not answer the question (no such route, an error, unreachable) is not
+        refused here: the generate requests report an unreachable engine themselves.
+        Raises :class:`~miles_verifiers.transport.identity.EngineModelMismatchError`.
+        """
+        if self._model_checked:
+            return
+        base = resolve_engine_url(self._settings)
+        info = await self._model_info(base, timeout_s)
+        self._model_checked = True
+        if info is None:
+            return
+        check_served_model(expected, info, base, aliases=aliases)
+
+    async def _model_info(self, base: str, timeout_s: float) -> object | None:
+        client = self._http()
+        for path in MODEL_INFO_PATHS:
+            url = f"{base}{path}"
+            try:
+                response = await client.get(url, timeout=timeout_s)
+            except httpx.HTTPError as exc:
+                logger.debug("not checking the served model: GET %s failed (%s)", url, exc)
+                return None
+            if response.status_code in (404, 405):
+                continue
+            if response.status_code != 200:
+                logger.debug(
+                    "not checking the served model: GET %s answered HTTP %d",
+                    url,
+                    response.status_code,
+                )
+                return None
+            try:
+                return response.json()
+            except ValueError:
+                logger.debug("not checking the served model: GET %s is not JSON", url)
+                return None
+        logger.debug("not checking the served model: %s serves no /model_info", base)
+        return None
 
     # --- cancelling leftover work ----------------------------------------------------------
 
@@ -245,12 +298,14 @@ class SGLangTransport:
             if self._lanes and not self._lanes[0].is_closed:
                 logger.debug("event loop changed; opening new SGLang HTTP clients")
             tls = _default_tls_context()
+            mounts = self._direct_mounts()
             self._lanes = [
                 httpx.AsyncClient(
                     limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
                     timeout=self._settings.timeouts.to_httpx(),
                     transport=self._http_transport,
                     verify=tls,
+                    mounts=mounts,
                 )
                 for size in _lane_sizes(self._settings.max_connections)
             ]
@@ -275,6 +330,18 @@ class SGLangTransport:
                         timeout_s=timeout_s,
                     )
         return self._engine_limits
+
+    def _direct_mounts(self) -> dict[str, None] | None:
+        """Loopback engines are reached directly even when the environment names a proxy,
+        which could not reach this machine's loopback anyway. A given ``http_transport``
+        already ignores environment proxies."""
+        if self._http_transport is not None:
+            return None
+        try:
+            engine = [resolve_engine_url(self._settings)]
+        except EngineAddressError:
+            engine = []
+        return direct_mounts(engine)
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         lost = keys_dropped_by_router(call.payload["sampling_params"], self._settings.router)
@@ -310,7 +377,13 @@ class SGLangTransport:
             try:
                 response = await client.post(url, json=payload, headers=call.headers)
             except httpx.RequestError as exc:
-                error: Exception = error_for_transport_failure(exc, httpx.Request("POST", url))
+                error: Exception = error_for_transport_failure(
+                    exc,
+                    httpx.Request("POST", url),
+                    proxy=None
+                    if self._http_transport is not None
+                    else environment_proxy_for(url, os.environ),
+                )
                 retryable = is_retryable_transport_error(exc)
                 cause: BaseException = exc
             else:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
+from miles_verifiers.errors import EngineError
 
 __all__ = ["AbortReport", "WorkerListError", "abort_on_workers", "list_workers", "worker_base_url"]
 
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 _DP_RANK_SUFFIX = re.compile(r"@\d+$")
 
 
-class WorkerListError(RuntimeError):
+class WorkerListError(EngineError, RuntimeError):
     """The router's worker list could not be read."""
 
 
@@ -135,9 +136,12 @@ def _note_direct_worker(url: str) -> None:
 def _urls_from_workers(body: object) -> list[str]:
     if not isinstance(body, dict) or not isinstance(body.get("workers"), list):
         raise ValueError('expected {"workers": [...]}')
-    urls = [worker.get("url") for worker in body["workers"] if isinstance(worker, dict)]
-    if not all(isinstance(url, str) and url for url in urls):
-        raise ValueError("a worker entry has no url")
+    urls: list[str] = []
+    for worker in body["workers"]:
+        url = worker.get("url") if isinstance(worker, dict) else None
+        if not isinstance(url, str) or not url:
+            raise ValueError("a worker entry has no url")
+        urls.append(url)
     return urls
 
 

@@ -9,6 +9,9 @@ contract only (what the call returns, or what goes over the wire to the engine):
   baselines of different tasks (GRP-4).
 - ``LeakySamplingKey``: sends every request through a proxy that adds a sampling key SGLang
   does not accept, as upstream does with ``routed_experts_prompt_start`` (TRP-1).
+- ``PatchedEngineAnswers``: sends every request through a proxy that turns positive or NaN
+  logprobs in the engine's answers into plausible ones, as an adapter that patches over
+  contract-breaking answers instead of refusing them would, so they get trained on (FLT-3).
 
 Use with ``pytest conformance --adapter conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
@@ -25,7 +28,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 WRAPPED_ENV = "CONFORMANCE_DOUBLES_WRAP"
@@ -79,10 +82,29 @@ class SharedGroupIndex(_Wrapper):
         return output
 
 
-class _KeyLeakingProxy:
-    """A loopback HTTP proxy that adds an unknown sampling key to every ``/generate`` body."""
+def _leak_sampling_key(payload: Any) -> Any:
+    payload.setdefault("sampling_params", {})[LEAKED_KEY] = 0
+    return payload
 
-    def __init__(self, target: str) -> None:
+
+def _patch_logprobs(answer: Any) -> Any:
+    entries = answer.get("meta_info", {}).get("output_token_logprobs") or []
+    for entry in entries:
+        if not entry[0] <= 0:  # positive, or NaN
+            entry[0] = -0.5
+    return answer
+
+
+class _RewritingProxy:
+    """A loopback HTTP proxy that rewrites every ``/generate`` body (``request``) and JSON
+    answer (``answer``) on the way through; None passes that side through untouched."""
+
+    def __init__(
+        self,
+        target: str,
+        request: Callable[[Any], Any] | None = None,
+        answer: Callable[[Any], Any] | None = None,
+    ) -> None:
         import httpx
         import uvicorn
         from starlette.applications import Starlette
@@ -91,13 +113,13 @@ class _KeyLeakingProxy:
         from starlette.routing import Route
 
         client = httpx.AsyncClient(base_url=target, timeout=httpx.Timeout(30.0))
+        rewrite_request, rewrite_answer = request, answer
 
         async def forward(request: Request) -> Response:
             body = await request.body()
-            if request.url.path.rstrip("/") == "/generate":
-                payload = json.loads(body)
-                payload.setdefault("sampling_params", {})[LEAKED_KEY] = 0
-                body = json.dumps(payload).encode()
+            is_generate = request.url.path.rstrip("/") == "/generate"
+            if is_generate and rewrite_request is not None:
+                body = json.dumps(rewrite_request(json.loads(body))).encode()
             upstream = await client.request(
                 request.method,
                 request.url.path,
@@ -105,8 +127,14 @@ class _KeyLeakingProxy:
                 params=request.query_params,
                 headers={"content-type": request.headers.get("content-type", "application/json")},
             )
+            content = upstream.content
+            if is_generate and rewrite_answer is not None and upstream.status_code == 200:
+                try:
+                    content = json.dumps(rewrite_answer(json.loads(content))).encode()
+                except ValueError:
+                    pass  # a cut-short body stays as it is
             return Response(
-                upstream.content,
+                content,
                 upstream.status_code,
                 media_type=upstream.headers.get("content-type"),
             )
@@ -119,7 +147,7 @@ class _KeyLeakingProxy:
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._socket]},
-            name="leaky-proxy",
+            name="rewriting-proxy",
             daemon=True,
         )
         self._thread.start()
@@ -133,17 +161,30 @@ class _KeyLeakingProxy:
         self._socket.close()
 
 
-class LeakySamplingKey(_Wrapper):
+class _Proxied(_Wrapper):
+    """Puts a rewriting proxy between the adapter and the engine, at the first call."""
+
+    rewrite_request: Callable[[Any], Any] | None = None
+    rewrite_answer: Callable[[Any], Any] | None = None
+
     def __init__(self, constructor_input: Any) -> None:
         super().__init__(constructor_input)
-        self._proxy: _KeyLeakingProxy | None = None
+        self._proxy: _RewritingProxy | None = None
 
     def before_call(self, args: Any) -> None:
         if self._proxy is not None:
             return
         target = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
-        self._proxy = _KeyLeakingProxy(target)
+        self._proxy = _RewritingProxy(target, self.rewrite_request, self.rewrite_answer)
         weakref.finalize(self, self._proxy.close)
         # The adapter reads the router address from the shared args at request time.
         args.sglang_router_ip, args.sglang_router_port = "127.0.0.1", self._proxy.port
         args.sglang_model_routers = {"default": ("127.0.0.1", self._proxy.port)}
+
+
+class LeakySamplingKey(_Proxied):
+    rewrite_request = staticmethod(_leak_sampling_key)
+
+
+class PatchedEngineAnswers(_Proxied):
+    rewrite_answer = staticmethod(_patch_logprobs)

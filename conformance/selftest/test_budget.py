@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
-from conformance.budget import PROFILE_ENV, budget
+from conformance.budget import PROFILE_ENV, PROFILES, budget
 
 
 @pytest.mark.clause("SUITE-4")
@@ -26,3 +27,17 @@ def test_long_profile_explores_more_and_shrinks(monkeypatch: pytest.MonkeyPatch)
     assert settings.max_examples == 30
     assert settings.derandomize is False
     assert "shrink" in {phase.name for phase in settings.phases}
+
+
+@pytest.mark.clause("SUITE-4")
+@pytest.mark.parametrize("name", PROFILES)
+def test_each_budget_profile_is_a_registered_hypothesis_profile(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv(PROFILE_ENV, name)
+    registered = hypothesis_settings.get_profile(f"conformance-{name}")
+
+    settings = budget(ci=3)
+
+    assert settings.derandomize is registered.derandomize
+    assert settings.phases == registered.phases

@@ -14,6 +14,7 @@ BROKEN = {
     "ReversedGroups": ("GRP-2",),
     "SharedGroupIndex": ("GRP-4",),
     "LeakySamplingKey": ("TRP-1",),
+    "PatchedEngineAnswers": ("FLT-3",),
 }
 
 

@@ -13,11 +13,12 @@ import itertools
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 import verifiers.v1 as vf
+from miles_verifiers.fixtures.miles import miles_args as kit_miles_args
 from verifiers.v1 import graph
 
 _ids = itertools.count(1000)
@@ -191,21 +192,17 @@ def write_config(tmp_path: Path) -> Callable[[str, str], Path]:
     return write
 
 
-def miles_args(**overrides: Any) -> argparse.Namespace:
-    """A Miles namespace the adapter accepts; ``overrides`` change or add attributes."""
-    values: dict[str, Any] = {
-        "rollout_global_dataset": False,
-        "rollout_batch_size": 4,
-        "n_samples_per_prompt": 2,
-        "n_samples_per_eval_prompt": 2,
-        "rollout_max_response_len": 128,
-        "rollout_num_gpus": 2,
-        "rollout_num_gpus_per_engine": 1,
-        "num_rollout": 10,
-        "eval_interval": None,
-    }
-    values.update(overrides)
-    return argparse.Namespace(**values)
+# A Miles namespace the adapter accepts (the test kit's, with Miles' defaults); keyword
+# arguments change attributes.
+miles_args = partial(
+    kit_miles_args,
+    rollout_batch_size=4,
+    n_samples_per_prompt=2,
+    n_samples_per_eval_prompt=2,
+    rollout_max_response_len=128,
+    rollout_num_gpus=2,
+    num_rollout=10,
+)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import verifiers.v1 as vf
 
 from miles_verifiers.contract import Sample
 from miles_verifiers.conversion import (
-    ENGINE_ABORT_PHRASE,
     MissingLogprobsError,
     MultipleBranchesError,
     RewardKeyError,
@@ -288,9 +287,11 @@ def test_error_wins_over_truncation(task_data, build_trace):
 
 
 def test_engine_abort_is_aborted_not_failed(single_turn_trace):
-    single_turn_trace.capture_error(
-        vf.ProviderError(f"{ENGINE_ABORT_PHRASE} after 3 token(s): abort", status_code=503)
-    )
+    from miles_verifiers.errors import tag_message
+    from miles_verifiers.transport.errors import EngineAbortedError
+
+    message = tag_message(EngineAbortedError, "the engine aborted after 3 token(s)")
+    single_turn_trace.capture_error(vf.ProviderError(message, status_code=503))
     assert convert(single_turn_trace).status is Sample.Status.ABORTED
 
 

@@ -144,6 +144,77 @@ def test_options_errors_are_value_errors_with_problem_details(make_args):
     assert caught.value.problems[0].kind == "invalid"
 
 
+# -- sampling values SGLang and its router would refuse ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value", "flag"),
+    [
+        ("rollout_temperature", -1.0, "--rollout-temperature"),
+        ("rollout_temperature", float("nan"), "--rollout-temperature"),
+        ("rollout_temperature", float("inf"), "--rollout-temperature"),
+        ("rollout_top_p", 2.0, "--rollout-top-p"),
+        ("rollout_top_p", 0.0, "--rollout-top-p"),
+        ("rollout_top_k", 0, "--rollout-top-k"),
+        ("rollout_top_k", -2, "--rollout-top-k"),
+        ("rollout_top_k", 2**31, "--rollout-top-k"),
+        ("eval_temperature", -0.5, "--eval-temperature"),
+        ("eval_top_p", 1.5, "--eval-top-p"),
+        ("eval_top_k", 0, "--eval-top-k"),
+        ("eval_min_new_tokens", -1, "--eval-min-new-tokens"),
+        ("eval_min_new_tokens", 129, "--eval-min-new-tokens"),
+        ("eval_max_response_len", 0, "--eval-max-response-len"),
+    ],
+)
+def test_sampling_values_the_engine_refuses_are_rejected_naming_the_flag(
+    make_args, attribute, value, flag
+):
+    with pytest.raises(InvalidOptionsError) as caught:
+        validate_options(make_args(**{attribute: value}))
+    assert caught.value.flags == [flag]
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        ("rollout_temperature", 0.0),
+        ("rollout_top_p", 1.0),
+        ("rollout_top_k", -1),
+        ("rollout_top_k", None),
+        ("eval_top_k", 1),
+        ("eval_min_new_tokens", 128),
+    ],
+)
+def test_sampling_values_at_the_edge_of_what_the_engine_takes_are_accepted(
+    make_args, attribute, value
+):
+    assert find_option_problems(make_args(**{attribute: value})) == []
+
+
+def test_eval_minimum_tokens_are_compared_with_the_eval_response_cap(make_args):
+    assert flags_of(make_args(eval_max_response_len=16, eval_min_new_tokens=17)) == [
+        "--eval-min-new-tokens"
+    ]
+
+
+@pytest.mark.parametrize("seed", [2**64, 2**63, -1])
+def test_a_seed_the_router_cannot_carry_is_rejected_under_deterministic_inference(
+    make_args, seed
+):
+    args = make_args(rollout_seed=seed, sglang_enable_deterministic_inference=True)
+    with pytest.raises(InvalidOptionsError) as caught:
+        validate_options(args)
+    assert caught.value.flags == ["--rollout-seed"]
+
+
+def test_a_large_seed_only_shuffles_without_deterministic_inference(make_args):
+    assert find_option_problems(make_args(rollout_seed=2**64)) == []
+
+
+def test_a_seed_that_is_not_an_integer_is_rejected(make_args):
+    assert flags_of(make_args(rollout_seed="42")) == ["--rollout-seed"]
+
+
 # -- typed view ---------------------------------------------------------------------------------
 
 

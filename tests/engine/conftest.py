@@ -51,6 +51,20 @@ def qwen_renderer(qwen: ModelProfile) -> Any:
 
 
 @pytest.fixture
+def early_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wait of the engine wakes after half the time asked for, as an event-loop timer
+    may wake a little early: the engine must still pace to its model."""
+    from miles_verifiers.fixtures.engine import engine as engine_module
+
+    original = engine_module._timer
+
+    async def early(wakeup: Any, seconds: float) -> None:
+        await original(wakeup, seconds / 2)
+
+    monkeypatch.setattr(engine_module, "_timer", early)
+
+
+@pytest.fixture
 def serve(qwen: ModelProfile) -> ServeFactory:
     """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields, on loopback.
 

@@ -36,6 +36,17 @@ def test_model_info_describes_the_served_model(client: httpx.Client, path: str) 
         assert api.GetModelInfoResponse.from_json_value(info).model_path == QWEN
 
 
+def test_an_engine_claiming_another_model_reports_it_in_both_info_routes(
+    serve: ServeFactory,
+) -> None:
+    other = "meta-llama/Llama-3.2-1B-Instruct"
+    with serve(claimed_model=other) as running, httpx.Client(base_url=running.base_url) as http:
+        model_info = http.get("/model_info").json()
+        server_info = http.get("/server_info").json()
+    assert (model_info["model_path"], model_info["tokenizer_path"]) == (other, other)
+    assert (server_info["model_path"], server_info["tokenizer_path"]) == (other, other)
+
+
 @pytest.mark.parametrize("path", ["/server_info", "/get_server_info"])
 def test_server_info_reports_the_launch_settings(
     client: httpx.Client, path: str, shared_engine: RunningEngine

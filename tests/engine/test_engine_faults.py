@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import math
 from collections import Counter
 
 import httpx
@@ -50,14 +50,75 @@ def test_an_abort_fault_answers_200_with_an_abort_and_a_cut_output(serve: ServeF
     assert len({len(out["output_ids"]) for out in outs}) > 1
 
 
-def test_a_delay_fault_holds_the_call_then_serves_it(serve: ServeFactory) -> None:
+def _sampled(out: dict) -> tuple[list[int], list[float], list[int]]:
+    entries = out["meta_info"]["output_token_logprobs"]
+    return out["output_ids"], [e[0] for e in entries], [e[1] for e in entries]
+
+
+def test_a_positive_logprob_fault_gives_the_last_token_logprob_above_zero(
+    serve: ServeFactory,
+) -> None:
+    with (
+        serve(faults=FaultPlan.always(FaultKind.POSITIVE_LOGPROB)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        _, logprobs, _ = _sampled(http.post("/generate", json=BODY).json())
+    assert logprobs[-1] > 0 and all(lp <= 0 for lp in logprobs[:-1])
+
+
+def test_a_nan_logprob_fault_sends_a_bare_nan_literal(serve: ServeFactory) -> None:
+    with (
+        serve(faults=FaultPlan.always(FaultKind.NAN_LOGPROB)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        response = http.post("/generate", json=BODY)
+    _, logprobs, _ = _sampled(json.loads(response.text))
+    assert math.isnan(logprobs[-1])
+
+
+def test_a_too_many_tokens_fault_answers_one_token_past_max_new_tokens(
+    serve: ServeFactory,
+) -> None:
+    with (
+        serve(faults=FaultPlan.always(FaultKind.TOO_MANY_TOKENS)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        out = http.post("/generate", json=BODY).json()
+    ids, logprobs, _ = _sampled(out)
+    assert len(ids) == len(logprobs) == out["meta_info"]["completion_tokens"] == 51
+
+
+def test_an_out_of_vocab_fault_answers_an_id_past_the_embedding_table(
+    serve: ServeFactory,
+) -> None:
+    with (
+        serve(faults=FaultPlan.always(FaultKind.OUT_OF_VOCAB)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        ids, _, logprob_ids = _sampled(http.post("/generate", json=BODY).json())
+        vocab_size = running.engine.model.vocab_size
+    assert ids[-1] == logprob_ids[-1] == vocab_size
+
+
+def test_a_misaligned_logprobs_fault_leaves_the_last_output_id_without_logprob(
+    serve: ServeFactory,
+) -> None:
+    with (
+        serve(faults=FaultPlan.always(FaultKind.MISALIGNED_LOGPROBS)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        ids, logprobs, _ = _sampled(http.post("/generate", json=BODY).json())
+    assert len(logprobs) == len(ids) - 1
+
+
+def test_a_delay_fault_holds_the_call_then_serves_it(
+    serve: ServeFactory, early_timer: None
+) -> None:
     plan = FaultPlan.always(FaultKind.DELAY, delay_s=0.3)
     with serve(faults=plan) as running, httpx.Client(base_url=running.base_url) as http:
-        started = time.monotonic()
         response = http.post("/generate", json=BODY)
-        elapsed = time.monotonic() - started
-    assert elapsed >= 0.3
     assert response.status_code == 200
+    assert response.json()["meta_info"]["e2e_latency"] >= 0.3
     assert response.json()["meta_info"]["finish_reason"] == {"type": "length", "length": 50}
 
 

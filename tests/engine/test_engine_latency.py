@@ -1,4 +1,8 @@
-"""The latency model and the continuous-batch capacity (lower bounds only; speed is for benchmarks)."""
+"""The latency model and the continuous-batch capacity.
+
+Pacing is checked through the engine's own reported ``e2e_latency`` under a timer that fires
+early (as event-loop timers may), never against the wall clock: speed is for benchmarks.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,13 @@ from tests.engine.engine_support import ServeFactory, in_background, wait_in_fli
 PROMPT = [9707, 11, 1879, 0]
 
 
-def test_decode_latency_paces_every_generated_token(serve: ServeFactory) -> None:
+def test_decode_latency_paces_every_generated_token(
+    serve: ServeFactory, early_timer: None
+) -> None:
     with (
         serve(latency=LatencyModel(decode_s_per_token=0.01)) as running,
         httpx.Client(base_url=running.base_url) as http,
     ):
-        started = time.monotonic()
         out = http.post(
             "/generate",
             json={
@@ -26,12 +31,13 @@ def test_decode_latency_paces_every_generated_token(serve: ServeFactory) -> None
                 "sampling_params": {"ignore_eos": True, "max_new_tokens": 40},
             },
         ).json()
-        elapsed = time.monotonic() - started
-    assert out["meta_info"]["e2e_latency"] >= 0.4
-    assert elapsed >= 0.4
+    assert out["meta_info"]["completion_tokens"] == 40
+    assert out["meta_info"]["e2e_latency"] >= 40 * 0.01
 
 
-def test_prefill_latency_is_charged_for_uncached_prompt_tokens(serve: ServeFactory) -> None:
+def test_prefill_latency_is_charged_for_uncached_prompt_tokens(
+    serve: ServeFactory, early_timer: None
+) -> None:
     prompt = [9707] * 400
     with (
         serve(latency=LatencyModel(prefill_s_per_token=0.001)) as running,
@@ -47,7 +53,7 @@ def test_prefill_latency_is_charged_for_uncached_prompt_tokens(serve: ServeFacto
     assert second["meta_info"]["cached_tokens"] == 399
 
 
-def test_latency_can_be_changed_while_serving(serve: ServeFactory) -> None:
+def test_latency_can_be_changed_while_serving(serve: ServeFactory, early_timer: None) -> None:
     with serve() as running, httpx.Client(base_url=running.base_url) as http:
         running.engine.set_latency(LatencyModel(decode_s_per_token=0.01))
         out = http.post(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 
 import httpx
 import pytest
@@ -56,9 +55,8 @@ def test_stopping_the_engine_answers_requests_in_flight_with_an_abort(serve: Ser
     with serve(latency=LatencyModel(decode_s_per_token=0.01)) as running:
         thread, answers = in_background(running.base_url, body)
         wait_in_flight(running)
-        started = time.monotonic()
-    thread.join(10)
-    assert time.monotonic() - started < 10
+    thread.join(10)  # a guard against hanging, not a speed check
+    assert not thread.is_alive(), "the request in flight was never answered"
     assert answers[0].status_code == 200
     assert answers[0].json()["meta_info"]["finish_reason"]["type"] == "abort"
 

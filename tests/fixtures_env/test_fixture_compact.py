@@ -55,6 +55,17 @@ def test_taskset_queues_steps_minus_one_followups():
         assert len(task.data.followups) == 3 and len(task.data.answers) == 4
 
 
+def test_steps_by_task_lengthens_only_the_named_tasks():
+    config = CompactConfig(id="mv-compact", num_tasks=3, steps=2, steps_by_task={"1": 6})
+    tasks = CompactTaskset(config).load()
+    assert [len(task.data.answers) for task in tasks] == [2, 6, 2]
+
+
+def test_steps_by_task_refuses_fewer_than_two_steps():
+    with pytest.raises(ValueError, match="steps_by_task"):
+        CompactConfig(id="mv-compact", steps_by_task={0: 1})
+
+
 def test_compaction_needs_at_least_two_steps():
     with pytest.raises(ValueError, match="steps"):
         CompactConfig(id="mv-compact", steps=1)

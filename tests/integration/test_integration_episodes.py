@@ -15,27 +15,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
-import time
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import verifiers.v1 as vf
 from miles_verifiers.clients import RendererSpec, shared_renderer_pool
-from miles_verifiers.fixtures.engine import (
-    EngineConfig,
-    FaultKind,
-    FaultPlan,
-    GenerateResult,
-    LatencyModel,
-    LoopbackEngine,
-    PolicyConfig,
-    serve_engine,
+from miles_verifiers.fixtures.engine import FaultKind, FaultPlan, PolicyConfig
+from miles_verifiers.fixtures.miles import (
+    FIXTURE_CONFIGS,
+    MODEL,
+    GenerateCall,
+    RecordingEngine,
+    serve_recording_engine,
 )
 from miles_verifiers.transport import SGLangTransport, TransportSettings
 from verifiers.v1.clients.train import TrainClient
@@ -45,8 +40,6 @@ from tests.fixture_tasksets import require_installed
 
 require_installed()
 
-MODEL = "Qwen/Qwen3-0.6B"
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 MAX_RESPONSE_LEN = 256
 # Wall-clock bound on one episode: far above what any of these takes, far below a hang.
 EPISODE_DEADLINE_S = 60.0
@@ -56,62 +49,9 @@ QUICK_RETRY = {"max_retries": 1, "initial_backoff_s": 0.0, "max_backoff_s": 0.0}
 # --- the engine, and what it saw ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """One ``/generate`` call as the engine received and answered it."""
-
-    body: Any
-    status: int
-    answer: Any
-
-
-class RecordingEngine(LoopbackEngine):
-    """The loopback engine, keeping every ``/generate`` body it receives and its answer."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._lock = threading.Lock()
-        self._exchanges: list[Exchange] = []
-        self._unanswered = 0
-
-    async def generate(self, body: bytes | Any) -> GenerateResult:
-        with self._lock:
-            self._unanswered += 1
-        try:
-            result = await super().generate(body)
-        finally:
-            with self._lock:
-                self._unanswered -= 1
-        decoded = json.loads(body) if isinstance(body, (bytes, bytearray, str)) else body
-        with self._lock:
-            self._exchanges.append(Exchange(decoded, result.status, result.body))
-        return result
-
-    def wait_until_idle(self, timeout_s: float = 10.0) -> None:
-        """Wait (bounded) for calls the client gave up on, e.g. a delayed one, to finish."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            with self._lock:
-                if self._unanswered == 0:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the engine still serves a call after {timeout_s:g} s")
-            time.sleep(0.01)
-
-    def exchanges(self) -> list[Exchange]:
-        with self._lock:
-            return list(self._exchanges)
-
-    def forget(self) -> None:
-        with self._lock:
-            self._exchanges.clear()
-        self.reset_stats()
-
-
 @pytest.fixture(scope="module")
 def served_engine() -> Iterator[tuple[RecordingEngine, str]]:
-    engine = RecordingEngine(EngineConfig(model=MODEL))
-    with serve_engine(engine=engine) as running:
+    with serve_recording_engine(MODEL) as (engine, running):
         yield engine, running.base_url
 
 
@@ -119,15 +59,10 @@ def served_engine() -> Iterator[tuple[RecordingEngine, str]]:
 def engine(served_engine: tuple[RecordingEngine, str]) -> Iterator[RecordingEngine]:
     """The module's engine with clean knobs and counters; the knobs are reset afterwards too."""
     served, _ = served_engine
-    served.set_policy(PolicyConfig(accuracy=1.0))
-    served.set_faults(FaultPlan())
-    served.set_latency(LatencyModel())
-    served.forget()
+    served.reset(policy=PolicyConfig(accuracy=1.0))
     yield served
     served.wait_until_idle()
-    served.set_policy(PolicyConfig())
-    served.set_faults(FaultPlan())
-    served.set_latency(LatencyModel())
+    served.reset()
 
 
 @pytest.fixture
@@ -202,7 +137,7 @@ def sampling(**extra: Any) -> vf.SamplingConfig:
 
 def load_config(name: str, **taskset: Any) -> vf.EnvConfig:
     """``fixtures/configs/<name>.toml`` with ``[taskset]`` keys replaced (e.g. fewer tasks)."""
-    raw = tomllib.loads((CONFIG_DIR / f"{name}.toml").read_text())
+    raw = tomllib.loads((FIXTURE_CONFIGS / f"{name}.toml").read_text())
     raw["taskset"] = {**raw["taskset"], **taskset}
     return vf.EnvConfig.model_validate(raw)
 
@@ -244,8 +179,8 @@ def completion_parts(branch: Any) -> tuple[list[int], list[float]]:
     return ids, logprobs
 
 
-def engine_completion(exchange: Exchange) -> tuple[list[int], list[float]]:
-    triples = exchange.answer["meta_info"]["output_token_logprobs"]
+def engine_completion(exchange: GenerateCall) -> tuple[list[int], list[float]]:
+    triples = exchange.response["meta_info"]["output_token_logprobs"]
     return [t for _, t, _ in triples], [lp for lp, _, _ in triples]
 
 
@@ -263,11 +198,11 @@ def test_arith_right_answer_is_rewarded_on_one_aligned_branch(
     assert trace.num_branches == 1
     (branch,) = trace.branches
     assert len(branch.token_ids) == len(branch.sampled_mask) == len(branch.logprobs)
-    (exchange,) = engine.exchanges()
+    (exchange,) = engine.calls()
     # The trainable tokens and logprobs are exactly what the engine sampled, prompt first.
     assert completion_parts(branch) == engine_completion(exchange)
-    prompt_len = len(exchange.body["input_ids"])
-    assert branch.token_ids[:prompt_len] == exchange.body["input_ids"]
+    prompt_len = len(exchange.request["input_ids"])
+    assert branch.token_ids[:prompt_len] == exchange.request["input_ids"]
     assert not any(branch.sampled_mask[:prompt_len])
 
 
@@ -301,7 +236,7 @@ def test_group_rewards_land_on_every_trace_and_differ_across_seeds(
     assert all(set(trace.rewards) == {"correct", "agreement"} for trace in traces)
     assert {trace.rewards["correct"] for trace in traces} == {0.0, 1.0}
     assert len({trace.reward for trace in traces}) >= 2
-    seeds_sent = sorted(x.body["sampling_params"]["sampling_seed"] for x in engine.exchanges())
+    seeds_sent = sorted(x.request["sampling_params"]["sampling_seed"] for x in engine.calls())
     assert seeds_sent == seeds
 
 
@@ -311,7 +246,7 @@ def test_group_rewards_land_on_every_trace_and_differ_across_seeds(
 @dataclass(frozen=True)
 class DialogueRun:
     trace: vf.Trace
-    exchanges: list[Exchange]
+    exchanges: list[GenerateCall]
     rejected_calls: int
     renderer_bodies: list[dict[str, Any]]
 
@@ -328,7 +263,7 @@ def dialogue_run(served_engine: tuple[RecordingEngine, str]) -> DialogueRun:
     engine, url = served_engine
     engine.set_policy(PolicyConfig(accuracy=1.0))
     engine.set_faults(FaultPlan())
-    engine.forget()
+    engine.clear()
     pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 1))
     client, transport = make_client(pool, url)
     try:
@@ -337,7 +272,7 @@ def dialogue_run(served_engine: tuple[RecordingEngine, str]) -> DialogueRun:
         engine.set_policy(PolicyConfig())
     return DialogueRun(
         trace=trace,
-        exchanges=engine.exchanges(),
+        exchanges=engine.calls(),
         rejected_calls=engine.stats().rejected_calls,
         renderer_bodies=transport.renderer_bodies,
     )
@@ -364,11 +299,11 @@ def test_dialogue_later_turns_extend_the_earlier_prompt_and_completion_exactly(
 ) -> None:
     exchanges = dialogue_run.exchanges
     for earlier, later in itertools.pairwise(exchanges):
-        sent_before = earlier.body["input_ids"] + earlier.answer["output_ids"]
-        assert later.body["input_ids"][: len(sent_before)] == sent_before
+        sent_before = earlier.request["input_ids"] + earlier.response["output_ids"]
+        assert later.request["input_ids"][: len(sent_before)] == sent_before
     (branch,) = dialogue_run.trace.branches
     last = exchanges[-1]
-    assert branch.token_ids == last.body["input_ids"] + last.answer["output_ids"]
+    assert branch.token_ids == last.request["input_ids"] + last.response["output_ids"]
     assert len(branch.token_ids) == len(branch.sampled_mask) == len(branch.logprobs)
 
 
@@ -382,10 +317,10 @@ def test_dialogue_bridge_hint_reaches_the_transport_but_not_the_engine(
     ]
     # Verifiers marks a bridged turn with where the previous turn's tokens end.
     expected = [None] + [
-        len(x.body["input_ids"]) + len(x.answer["output_ids"]) - 1 for x in exchanges[:-1]
+        len(x.request["input_ids"]) + len(x.response["output_ids"]) - 1 for x in exchanges[:-1]
     ]
     assert hints == expected
-    assert all("routed_experts_prompt_start" not in x.body["sampling_params"] for x in exchanges)
+    assert all("routed_experts_prompt_start" not in x.request["sampling_params"] for x in exchanges)
 
 
 # --- mv-tools ---------------------------------------------------------------------------------
@@ -435,7 +370,7 @@ def test_long_prompt_over_the_context_length_stops_cleanly_as_context_length(
     assert trace.is_truncated is True
     assert trace.has_error is False
     # Refused before sending: the engine never had to reject it.
-    assert engine.exchanges() == []
+    assert engine.calls() == []
 
 
 # --- mv-faulty --------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
 for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)
 
+from miles_verifiers.fixtures.miles import serve_recording_engine
+
 from tests.fixture_tasksets import require_installed
 from tests.rollout.rollout_support import (
     MODEL,
@@ -33,23 +35,15 @@ require_installed()
 
 @pytest.fixture(scope="session")
 def engine_server() -> Iterator[tuple[RecordingEngine, int]]:
-    from miles_verifiers.fixtures.engine import EngineConfig, serve_engine
-
     build_all()
-    engine = RecordingEngine(EngineConfig(model=MODEL))
-    with serve_engine(engine=engine) as running:
+    with serve_recording_engine(MODEL) as (engine, running):
         yield engine, running.port
 
 
 @pytest.fixture
 def engine(engine_server: tuple[RecordingEngine, int]) -> Iterator[RecordingEngine]:
-    from miles_verifiers.fixtures.engine import FaultPlan, LatencyModel, PolicyConfig
-
     served, _ = engine_server
-    served.set_policy(PolicyConfig())
-    served.set_faults(FaultPlan())
-    served.set_latency(LatencyModel())
-    served.clear()
+    served.reset()
     yield served
 
 
@@ -66,6 +60,7 @@ def build_rollout_fn(
     with no engine address, then the router address put on the same args."""
     from miles_verifiers import AdapterSettings, VerifiersRolloutFn
     from miles_verifiers.contract.compat import contract
+    from miles_verifiers.fixtures.miles import construct_rollout_fn
 
     def build(
         args: Namespace,
@@ -75,8 +70,9 @@ def build_rollout_fn(
         data_source: Any = None,
     ) -> VerifiersRolloutFn:
         use_config(config)
-        constructor_input = contract().RolloutFnConstructorInput(args=args, data_source=data_source)
-        fn = VerifiersRolloutFn(constructor_input, settings=settings)
+        fn = construct_rollout_fn(
+            VerifiersRolloutFn, contract(), args, data_source=data_source, settings=settings
+        )
         point_at(args, engine_port)
         return fn
 

@@ -35,6 +35,19 @@ def scalar_reward(args: Namespace, sample: Any, **_: Any) -> float:
     return 1.0
 
 
+DICT_REWARD = {"score": 0.75, "details": "ok"}
+
+
+async def dict_reward(args: Namespace, sample: Any, **_: Any) -> dict[str, Any]:
+    """Per-sample reward model returning a dict; ``--reward-key score`` picks its value."""
+    return dict(DICT_REWARD)
+
+
+async def group_dict_reward(args: Namespace, samples: list[Any], **_: Any) -> list[Any]:
+    """Group reward model (--group-rm) returning one dict per sample."""
+    return [dict(DICT_REWARD) for _ in samples]
+
+
 def remember_returned_groups(args: Namespace, groups: list[list[Any]]) -> None:
     """Sample filter: records the returned groups and excludes the first sample from the loss."""
     args.test_sample_filter_calls = getattr(args, "test_sample_filter_calls", []) + [

@@ -273,3 +273,100 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     runs = sum(1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask) if b and not a)
     assert runs == 2, "both assistant turns are sampled, the user turn between them is masked"
     assert not [r for r in caplog.records if "did not" in r.getMessage()]
+
+
+def test_a_reward_model_returning_a_dict_trains_on_the_reward_key_of_its_result(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward", reward_key="score")
+    fn = build_rollout_fn(args, config)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    samples = flat(output.samples)
+    assert samples and all(s.reward == {"score": 0.75, "details": "ok"} for s in samples)
+    assert all(s.get_reward_value(args) == 0.75 for s in samples)
+    assert all("correct" in s.metadata["verifiers"]["rewards"] for s in samples)
+
+
+def test_a_group_reward_model_returning_dicts_trains_on_the_reward_key_of_its_result(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(
+        group_rm=True, custom_rm_path=f"{HOOKS}.group_dict_reward", reward_key="score"
+    )
+    fn = build_rollout_fn(args, config)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    samples = flat(output.samples)
+    assert samples and all(s.get_reward_value(args) == 0.75 for s in samples)
+
+
+def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward")
+    fn = build_rollout_fn(args, config)
+
+    with pytest.raises(ValueError, match="--reward-key is unset"):
+        call(fn, train_input(0), miles_loop)
+
+
+@pytest.mark.parametrize("rollout_input", [train_input(0), eval_input(0)], ids=["train", "eval"])
+def test_an_engine_serving_another_model_is_refused_before_any_generate_request(
+    miles_loop: MilesLoop, build_rollout_fn: RolloutFnFactory, tmp_path: Path, rollout_input: Any
+) -> None:
+    from miles_verifiers.fixtures.engine import EngineConfig, LoopbackEngine, serve_engine
+    from miles_verifiers.transport import EngineModelMismatchError
+
+    other = "meta-llama/Llama-3.2-1B-Instruct"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, eval_interval=1)
+    fn = build_rollout_fn(args, config)
+    wrong = LoopbackEngine(EngineConfig(model="Qwen/Qwen3-0.6B", claimed_model=other))
+    with serve_engine(engine=wrong) as running:
+        point_at(args, running.port)
+        with pytest.raises(EngineModelMismatchError) as caught:
+            call(fn, rollout_input, miles_loop)
+        assert wrong.stats().generate_calls == 0
+    message = str(caught.value)
+    assert repr(other) in message and "'Qwen/Qwen3-0.6B' (--hf-checkpoint)" in message
+
+
+def test_a_proxy_in_the_environment_does_not_capture_loopback_traffic(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_proxy = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, dead_proxy)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    fn = build_rollout_fn(args, config)
+
+    output = call(fn, train_input(0), miles_loop)
+
+    assert [len(group) for group in output.samples] == [2, 2]
+    assert all(s.status.value == "completed" for s in flat(output.samples))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from miles_verifiers.clients import (
-    UNSUPPORTED_REQUEST_TAG,
+    UnsupportedRequestError,
     EngineAddressUnsetError,
     MilesTrainClient,
     RendererSpec,
@@ -146,7 +146,8 @@ def test_a_non_chat_dialect_is_refused_with_a_fix(pool: Any) -> None:
     with pytest.raises(ProviderError) as caught:
         asyncio.run(client.get_response(other, {}, MODEL, None))
 
-    assert str(caught.value).startswith(UNSUPPORTED_REQUEST_TAG)
+    assert isinstance(caught.value, UnsupportedRequestError)
+    assert is_unsupported_request(caught.value)
     assert "chat/completions" in str(caught.value)
 
 
@@ -158,3 +159,70 @@ def test_an_ended_client_refuses_requests_without_sending_them(pool: Any) -> Non
 
     with pytest.raises(ProviderError, match="has ended"):
         asyncio.run(client.get_response(ChatDialect(), {"messages": []}, MODEL, None))
+
+
+RENDERED_MODELS = ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B-Instruct", "openai/gpt-oss-20b"]
+TEXT_PARTS = [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 3?"}]
+IMAGE_PART = {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}
+
+
+def model_pool(model: str) -> Any:
+    from miles_verifiers.fixtures.tokenizers import build_all
+
+    build_all()
+    return shared_renderer_pool(RendererSpec.build(model, model, None, 1))
+
+
+@pytest.mark.parametrize("model", RENDERED_MODELS)
+def test_text_content_parts_render_as_their_concatenated_text(model: str) -> None:
+    pool = model_pool(model)
+    as_parts = [{"role": "user", "content": TEXT_PARTS}]
+    as_text = [{"role": "user", "content": "What is 2 + 3?"}]
+
+    assert (
+        pool.render(as_parts, add_generation_prompt=True).token_ids
+        == pool.render(as_text, add_generation_prompt=True).token_ids
+    )
+
+
+@pytest.mark.parametrize("model", RENDERED_MODELS)
+def test_a_non_text_content_part_is_refused_before_rendering_naming_its_type(model: str) -> None:
+    from miles_verifiers.content import NonTextContentError
+
+    pool = model_pool(model)
+
+    with pytest.raises(NonTextContentError, match="'image_url'"):
+        pool.render(
+            [{"role": "user", "content": [*TEXT_PARTS, IMAGE_PART]}], add_generation_prompt=True
+        )
+
+
+def test_text_content_parts_of_a_bridged_tool_result_render_as_their_text() -> None:
+    pool = model_pool(MODEL)
+    user = [{"role": "user", "content": "hi"}]
+    prompt = pool.render_ids(user, add_generation_prompt=True)
+    turn = pool.render_ids([*user, {"role": "assistant", "content": "hello"}])
+    completion = turn[len(prompt) : -1]  # up to and including the end-of-turn token
+    parts = [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}]
+
+    as_parts = pool.bridge_to_next_turn(prompt, completion, [{"role": "tool", "content": parts}])
+    as_text = pool.bridge_to_next_turn(prompt, completion, [{"role": "tool", "content": "42"}])
+
+    assert as_parts is not None and as_text is not None
+    assert as_parts.token_ids == as_text.token_ids
+
+
+def test_a_request_with_a_non_text_part_is_refused_as_unsupported_without_sending_it(
+    pool: Any,
+) -> None:
+    from verifiers.v1.dialects import ChatDialect
+    from verifiers.v1.types import SamplingConfig
+
+    client = client_for(pool)  # its transport is not a transport: sending would fail differently
+    body = {"model": MODEL, "messages": [{"role": "user", "content": [*TEXT_PARTS, IMAGE_PART]}]}
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(client.get_response(ChatDialect(), body, MODEL, SamplingConfig()))
+
+    assert is_unsupported_request(caught.value)
+    assert "'image_url'" in str(caught.value)

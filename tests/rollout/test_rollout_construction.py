@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
 import pytest
+from miles_verifiers.errors import SetupError
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
 from miles_verifiers.clients import EngineAddressUnsetError
 from miles_verifiers.contract.compat import contract
 
+from tests.adapter.state_dir_support import other_process
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
@@ -45,6 +48,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "--rollout-all-samples-process-path": {"rollout_all_samples_process_path": f"{HOOKS}:missing"},
     "--recompute-logprobs-via-prefill": {"recompute_logprobs_via_prefill": True},
     "--rm-type": {"rm_type": "math"},
+    "--save-interval": {"save_interval": 0},
     "--group-rm": {
         "group_rm": True,
         "custom_rm_path": f"{HOOKS}.group_size_reward",
@@ -111,6 +115,91 @@ def test_each_invalid_option_is_refused_by_name_before_anything_runs(
     assert engine.requests_seen() == 0
 
 
+# transport limits SGLang would refuse -> (the flag the problem names, words of its own fix)
+TRANSPORT_LIMITS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "prompt cap at the context length": (
+        {"rollout_max_context_len": 100, "rollout_max_prompt_len": 100},
+        "--rollout-max-prompt-len",
+        "pass --rollout-max-prompt-len at most 99",
+    ),
+    "eval prompt cap above the eval context": (
+        {"eval_max_context_len": 50, "eval_max_prompt_len": 60},
+        "--eval-max-prompt-len",
+        "pass --eval-max-prompt-len at most 49",
+    ),
+    # (eval, because Miles' post-parse fix-ups turn a rollout context of 1 into a prompt cap of 0)
+    "context of one token": (
+        {"eval_max_context_len": 1},
+        "--eval-max-context-len",
+        "pass --eval-max-context-len N with N >= 2",
+    ),
+    "33 stop strings": (
+        {"rollout_stop": [f"<stop{i}>" for i in range(33)]},
+        "--rollout-stop",
+        "at most 32 strings to --rollout-stop",
+    ),
+    "an empty stop string": ({"rollout_stop": [""]}, "--rollout-stop", "drop the empty string"),
+    "a negative stop token id": (
+        {"rollout_stop_token_ids": [-1]},
+        "--rollout-stop-token-ids",
+        "token ids of 0 or more",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRANSPORT_LIMITS))
+def test_each_transport_limit_problem_carries_its_own_fix(
+    case: str, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    values, flag, fix = TRANSPORT_LIMITS[case]
+
+    error = construction_error(
+        miles_args(**values),
+        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+        use_config,
+        monkeypatch,
+    )
+
+    problems = [p for p in getattr(error, "problems", ()) if p.flag == flag]
+    assert problems, f"no problem names {flag}: {error}"
+    assert all(fix in p.fix for p in problems), [p.fix for p in problems]
+
+
+def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    error = construction_error(
+        miles_args(rollout_stop=[""]),
+        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+        use_config,
+        monkeypatch,
+    )
+
+    assert [p.flag for p in getattr(error, "problems", ())] == ["--rollout-stop"]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {"num_rollout": 0, "eval_interval": 5, "n_samples_per_eval_prompt": 2},  # seed + 3
+        {"num_rollout": 1},  # the training stream's offsets over one call
+    ],
+    ids=["eval", "train"],
+)
+def test_a_seed_whose_derived_sampling_seeds_overflow_the_router_is_refused_by_flag(
+    mode: dict[str, Any], use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    args = miles_args(
+        rollout_seed=2**63 - 2, sglang_enable_deterministic_inference=True, **mode
+    )
+
+    error = construction_error(
+        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
+    )
+
+    assert "--rollout-seed" in str(error)
+
+
 def test_a_missing_config_variable_is_named(
     engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,6 +250,20 @@ def test_construction_needs_no_engine_address_and_sends_nothing(
     assert engine.requests_seen() == 0
 
 
+def test_a_task_prompt_with_an_image_part_is_refused_naming_the_task_and_the_part_type(
+    engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path, "mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts_with_image"}
+    )
+
+    error = construction_error(miles_args(), config, use_config, monkeypatch)
+
+    assert isinstance(error, ValueError)
+    assert "task 0" in str(error) and "'image_url'" in str(error)
+    assert engine.requests_seen() == 0
+
+
 def test_a_call_before_the_router_address_is_set_fails_at_once_saying_so(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
@@ -180,17 +283,119 @@ def test_a_call_before_the_router_address_is_set_fails_at_once_saying_so(
     assert engine.requests_seen() == 0
 
 
-def test_adapter_settings_are_read_from_the_environment() -> None:
-    settings = AdapterSettings.from_environ(
-        {"MILES_VERIFIERS_RENDERER_POOL_SIZE": "1", "MILES_VERIFIERS_EPISODE_TIMEOUT_S": "90"}
-    )
+def test_adapter_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_RENDERER_POOL_SIZE", "1")
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", "90")
+
+    settings = AdapterSettings.from_environ()
 
     assert settings.renderer_pool_size == 1 and settings.episode_timeout_s == 90.0
 
 
-def test_a_bad_adapter_setting_is_refused_naming_its_variable() -> None:
-    with pytest.raises(ValueError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
-        AdapterSettings.from_environ({"MILES_VERIFIERS_EPISODE_TIMEOUT_S": "-3"})
+def test_an_empty_adapter_setting_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", "")
+
+    assert AdapterSettings.from_environ().episode_timeout_s == 3600.0
+
+
+@pytest.mark.parametrize("value", ["-3", "nan", "inf"])
+def test_a_bad_adapter_setting_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("MILES_VERIFIERS_EPISODE_TIMEOUT_S", value)
+
+    with pytest.raises(SetupError, match="MILES_VERIFIERS_EPISODE_TIMEOUT_S"):
+        AdapterSettings.from_environ()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400"])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MILES_VERIFIERS_EPISODE_TIMEOUT_S",
+        "MILES_VERIFIERS_ABORT_TIMEOUT_S",
+        "MILES_VERIFIERS_CLEANUP_GRACE_S",
+        "MILES_VERIFIERS_SHUTDOWN_TIMEOUT_S",
+        "MILES_VERIFIERS_HANDLER_GRACE_S",
+    ],
+)
+def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+
+    with pytest.raises(SetupError, match=variable):
+        AdapterSettings.from_environ()
+
+
+# -- the --save directory ------------------------------------------------------------------------
+
+
+def test_a_save_directory_that_cannot_be_written_is_refused_at_construction_naming_save(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    args = miles_args(save=str(tmp_path / "a-file" / "ckpt"))
+
+    error = construction_error(
+        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
+    )
+
+    assert "--save" in str(error) and str(tmp_path / "a-file" / "ckpt") in str(error)
+
+
+def test_a_save_directory_another_run_holds_is_refused_at_construction_naming_it(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    with other_process(save) as (holder, said):
+        assert said == "claimed"
+        error = construction_error(
+            miles_args(save=str(save)),
+            write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+            use_config,
+            monkeypatch,
+        )
+
+    assert "--save" in str(error) and str(save) in str(error)
+    assert str(holder.pid) in str(error)
+
+
+def test_a_rollout_function_holds_its_save_directory_until_closed(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    with other_process(save) as (_, said):
+        assert said == "refused StateDirLockedError"
+    fn.close()
+    with other_process(save) as (_, said):
+        assert said == "claimed"
+
+
+def test_a_garbage_collected_rollout_function_releases_its_save_directory(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    del fn
+    gc.collect()
+    with other_process(save) as (_, said):
+        assert said == "claimed"
+
+
+def test_two_rollout_functions_of_one_process_may_share_a_save_directory(
+    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Miles may build a train and an eval instance from the same arguments in one process.
+    save = tmp_path / "ckpt"
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    first = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    second = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    first.close()
+    second.close()
 
 
 @pytest.mark.parametrize(("use_miles_router", "warned"), [(False, True), (True, False)])

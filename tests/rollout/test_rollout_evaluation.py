@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from miles_verifiers.contract.compat import contract
+from miles_verifiers.fixtures.engine import FaultPlan
 
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -16,6 +18,8 @@ from tests.rollout.rollout_support import (
     task_data,
     write_config,
 )
+
+HOOKS = "tests.rollout.hooks_for_tests"
 
 
 def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
@@ -50,38 +54,26 @@ def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_ali
     assert output.metrics["eval/verifiers/num_traces"] == 6
 
 
-def test_failing_eval_episodes_become_failed_entries_instead_of_failing_the_eval(
+def test_a_failed_eval_group_keeps_its_episode_error_on_each_sample(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
     build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
+    # That failing eval episodes become failed entries is the conformance suite's (EVL-2).
     config = write_config(
         tmp_path,
         "mv_faulty",
-        taskset={
-            "num_tasks": 4,
-            "fault_rate": 0.5,
-            "faults": ["harness_error", "group_reward_error"],
-        },
+        taskset={"num_tasks": 1, "fault_rate": 1.0, "faults": ["group_reward_error"]},
     )
-    tasks = task_data(config)
     args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
     fn = build_rollout_fn(args, config)
 
-    entry = evaluate(fn, miles_loop).data["mv-faulty"]
+    samples = evaluate(fn, miles_loop).data["mv-faulty"]["samples"]
 
-    statuses = [s.status.value for s in entry["samples"]]
-    assert len(statuses) == len(entry["rewards"]) == len(entry["truncated"]) == 8
-    expected = ["failed" if t.fault else "completed" for t in tasks for _ in range(2)]
-    assert statuses == expected
-    group_failures = [
-        s
-        for s, t in zip(entry["samples"], [t for t in tasks for _ in range(2)], strict=True)
-        if t.fault == "group_reward_error"
-    ]
-    assert group_failures and all(
-        "group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in group_failures
+    assert [s.status.value for s in samples] == ["failed", "failed"]
+    assert all(
+        "group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in samples
     )
 
 
@@ -122,3 +114,74 @@ def test_eval_uses_the_eval_sampling_flags(
 
     params = [body["sampling_params"] for body in engine.bodies]
     assert params and all(p["temperature"] == 0.25 and p["max_new_tokens"] <= 48 for p in params)
+
+
+def test_eval_reads_the_eval_reward_key_from_a_dict_reward_model(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(
+        eval_interval=1, custom_rm_path=f"{HOOKS}.dict_reward", eval_reward_key="score"
+    )
+    fn = build_rollout_fn(args, config)
+
+    entry = evaluate(fn, miles_loop).data["mv-arith"]
+
+    assert entry["rewards"] == [0.75, 0.75]
+    assert all(s.reward == {"score": 0.75, "details": "ok"} for s in entry["samples"])
+
+
+def test_a_wrong_eval_reward_key_is_reported_under_the_eval_flag(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
+    args = miles_args(eval_interval=1, eval_reward_key="no_such_reward")
+    fn = build_rollout_fn(args, config)
+
+    with pytest.raises(ValueError, match="--eval-reward-key 'no_such_reward'"):
+        evaluate(fn, miles_loop)
+
+
+def test_an_eval_rollout_whose_generation_was_aborted_is_an_aborted_entry(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    engine.set_faults(FaultPlan.always("abort"))
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(eval_interval=1)
+    fn = build_rollout_fn(args, config)
+
+    entry = evaluate(fn, miles_loop).data["mv-arith"]
+
+    assert [s.status.value for s in entry["samples"]] == ["aborted", "aborted"]
+
+
+def test_a_failed_eval_rollout_reports_none_as_its_reward(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={"num_tasks": 4, "fault_rate": 0.5, "faults": ["harness_error", "reward_error"]},
+    )
+    tasks = task_data(config)
+    args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
+    fn = build_rollout_fn(args, config)
+
+    entry = evaluate(fn, miles_loop).data["mv-faulty"]
+
+    faulty = [t.fault is not None for t in tasks for _ in range(2)]
+    assert any(faulty) and not all(faulty)
+    assert [r is None for r in entry["rewards"]] == faulty
+    assert all(isinstance(r, float) for r in entry["rewards"] if r is not None)

@@ -7,7 +7,8 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from miles_verifiers.runner import check_command, demo_command, rollout_command
+from miles_verifiers.fixtures import demo_command
+from miles_verifiers.runner import check_command, rollout_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,6 +76,20 @@ def test_check_reports_a_rejected_option_and_a_bad_config_together(tmp_path, sil
     assert "config:" in stdout and "taskset.num_tasks" in stdout
 
 
+def test_check_reports_independent_option_hook_and_config_problems_all_at_once(tmp_path):
+    argv = [
+        "check", "--config", str(tmp_path / "absent.toml"), *VALID,
+        "--custom-rm-path", "tests.runner.no_such_module.reward",
+        "--rollout-top-p", "2",
+    ]  # fmt: skip
+    code, stdout, _ = run_command(argv)
+    assert code == 1
+    assert "3 problems" in stdout
+    assert "options: --rollout-top-p" in stdout
+    assert "hooks: --custom-rm-path" in stdout
+    assert "config:" in stdout and "does not exist" in stdout
+
+
 def test_check_reports_a_missing_config_file(tmp_path):
     code, stdout, _ = run_command(["check", "--config", str(tmp_path / "absent.toml"), *VALID])
     assert code == 1 and "does not exist" in stdout

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from miles_verifiers.runner.arguments import miles_args, resolve_config_option
-from miles_verifiers.runner.demo_command import DEMO_FLAGS
+from miles_verifiers.runner.arguments import cli_namespace, resolve_config_option
+from miles_verifiers.fixtures.demo_command import DEMO_FLAGS
 from miles_verifiers.runner.schedule import plan_calls
 
 
 def _demo_args(parse, *extra: str):
     cli = parse(["demo", *extra])
-    return cli, miles_args(cli, resolve_config_option(cli), DEMO_FLAGS)
+    return cli, cli_namespace(cli, resolve_config_option(cli), DEMO_FLAGS)
 
 
 def test_demo_runs_the_arith_fixture(parse):

@@ -38,3 +38,40 @@ def test_pointing_args_sets_the_router_fields_miles_fills_in():
     point_args_at(args, EngineAddress("127.0.0.1", 4321, embedded=True))
     assert (args.sglang_router_ip, args.sglang_router_port) == ("127.0.0.1", 4321)
     assert args.sglang_model_routers == {"default": ("127.0.0.1", 4321)}
+
+
+def test_a_loopback_engine_is_checked_directly_despite_a_proxy_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import http.server
+    import socket
+    import threading
+
+    from miles_verifiers.runner.engine import require_reachable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_proxy = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, dead_proxy)
+    for name in ("NO_PROXY", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        require_reachable(EngineAddress("127.0.0.1", server.server_address[1], embedded=False))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -56,15 +56,66 @@ def test_chat_template_kwargs_that_are_not_an_object_are_refused(parse, capsys):
     assert "expected a JSON object" in capsys.readouterr().err
 
 
-def test_unknown_flags_are_kept_for_the_passthrough(parse):
+def test_untyped_miles_flags_are_kept_for_the_passthrough(parse):
     cli = parse(["rollout", "--rollout-batch-size", "2", "--use-kl-loss", "--kl-coef", "0.01"])
     assert cli.miles_passthrough == ["--use-kl-loss", "--kl-coef", "0.01"]
 
 
-def test_unknown_prefix_of_a_known_flag_is_not_expanded(parse):
-    cli = parse(["rollout", "--rollout-batch", "3"])
-    assert not hasattr(cli, "rollout_batch_size")
-    assert cli.miles_passthrough == ["--rollout-batch", "3"]
+def test_unknown_prefix_of_a_known_flag_is_refused_not_expanded(parse, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(["rollout", "--rollout-batch", "3"])
+    assert exit_info.value.code == 2
+    assert "did you mean --rollout-batch-size?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["rollout", "demo", "check"])
+def test_a_misspelled_miles_flag_is_a_usage_error_suggesting_the_real_one(
+    parse, capsys, command
+):
+    with pytest.raises(SystemExit) as exit_info:
+        parse([command, "--n-sample-per-prompt", "4"])
+    assert exit_info.value.code == 2
+    assert "--n-sample-per-prompt (did you mean --n-samples-per-prompt?)" in capsys.readouterr().err
+
+
+def test_a_misspelled_runner_option_is_refused_suggesting_the_real_one(parse, capsys):
+    with pytest.raises(SystemExit):
+        parse(["rollout", "--outptu", "x.jsonl"])
+    assert "--outptu (did you mean --output?)" in capsys.readouterr().err
+
+
+def test_every_unknown_flag_is_named_in_one_error(parse, capsys):
+    with pytest.raises(SystemExit):
+        parse(["rollout", "--n-sample-per-prompt", "4", "--outptu", "x.jsonl"])
+    err = capsys.readouterr().err
+    assert "--n-sample-per-prompt" in err and "--outptu" in err
+
+
+def test_the_refusal_says_how_to_pass_a_newer_miles_flag(parse, capsys):
+    with pytest.raises(SystemExit):
+        parse(["rollout", "--brand-new-miles-option", "1"])
+    assert "--extra-miles-flag brand-new-miles-option" in capsys.readouterr().err
+
+
+def test_a_flag_named_with_extra_miles_flag_is_passed_through(parse):
+    cli = parse(
+        ["rollout", "--extra-miles-flag", "brand-new-miles-option", "--brand-new-miles-option", "1"]
+    )
+    assert cli.miles_passthrough == ["--brand-new-miles-option", "1"]
+
+
+def test_extra_miles_flag_accepts_the_dashed_spelling_and_repeats(parse):
+    cli = parse(
+        ["rollout", "--extra-miles-flag=--new-a", "--extra-miles-flag", "new_b",
+         "--new-a", "--new-b=2"]
+    )  # fmt: skip
+    assert cli.miles_passthrough == ["--new-a", "--new-b=2"]
+
+
+def test_a_known_miles_flag_with_underscores_still_gets_the_dashed_spelling_hint(parse):
+    cli = parse(["rollout", "--use_kl_loss"])
+    with pytest.raises(PassthroughError, match="write --use-kl-loss"):
+        parse_passthrough(cli.miles_passthrough)
 
 
 def test_passthrough_values_are_read_as_json_when_they_parse():
@@ -113,3 +164,10 @@ def test_passthrough_value_without_a_flag_is_an_error():
 def test_passthrough_flag_with_underscores_is_refused_with_the_dashed_spelling():
     with pytest.raises(PassthroughError, match="--kl-coef"):
         parse_passthrough(["--kl_coef", "0.1"])
+
+
+def test_every_typed_flag_is_one_miles_defines():
+    from miles_verifiers.runner.flags import MILES_FLAGS
+    from miles_verifiers.runner.miles_flag_names import MILES_FLAG_NAMES
+
+    assert {spec.flag for spec in MILES_FLAGS} <= MILES_FLAG_NAMES

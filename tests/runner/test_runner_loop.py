@@ -65,3 +65,33 @@ def test_errors_from_the_coroutine_reach_the_caller():
 
     with BackgroundLoop() as loop, pytest.raises(KeyError):
         call_rollout_function(broken, None, loop, timeout=5)
+
+
+def test_code_on_the_loop_sees_it_as_current_and_other_threads_do_not():
+    async def on_loop() -> bool:
+        return loop.is_current()
+
+    with BackgroundLoop() as loop:
+        assert call_rollout_function(lambda _: on_loop(), None, loop, timeout=5) is True
+        assert loop.is_current() is False
+
+
+def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
+    from miles_verifiers import rollout
+
+    async def nested() -> None:
+        coroutine = asyncio.sleep(0)
+        rollout._legacy_loop.run(coroutine)
+
+    with pytest.raises(RuntimeError, match="its own event loop"):
+        rollout._legacy_loop.run(nested())
+
+
+def test_the_test_kit_calls_rollout_functions_on_this_loop():
+    from miles_verifiers.fixtures.miles import MilesLoop
+
+    loop = MilesLoop()
+    try:
+        assert isinstance(loop, BackgroundLoop)
+    finally:
+        loop.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from miles_verifiers.options import miles_defaults
-from miles_verifiers.runner.arguments import miles_args
+from miles_verifiers.runner.arguments import cli_namespace
 from miles_verifiers.runner.namespace import (
     EVAL_PLACEHOLDER_NAME,
     NamespaceError,
@@ -98,9 +98,33 @@ def test_command_line_to_namespace(parse):
             "--lr", "1e-6",
         ]
     )  # fmt: skip
-    args = miles_args(cli, None)
+    args = cli_namespace(cli, None)
     assert args.rollout_batch_size == 4
     assert args.n_samples_per_prompt == 2
     assert args.over_sampling_batch_size == 4
     assert args.apply_chat_template_kwargs == {"enable_thinking": False}
     assert args.lr == 1e-6
+
+
+def test_without_rollout_num_gpus_the_runner_counts_its_one_engine():
+    assert build_namespace({}).rollout_num_gpus == 1
+    assert build_namespace({"rollout_num_gpus_per_engine": 2}).rollout_num_gpus == 2
+
+
+def test_a_given_rollout_num_gpus_is_kept():
+    assert build_namespace({"rollout_num_gpus": 8}).rollout_num_gpus == 8
+
+
+def test_the_test_kit_namespace_has_the_runners_miles_defaults():
+    from miles_verifiers.fixtures.miles import SMALL_RUN
+    from miles_verifiers.fixtures.miles import miles_args as kit_miles_args
+    from miles_verifiers.runner.namespace import build_namespace
+
+    runner = vars(build_namespace({}))
+    kit = vars(kit_miles_args())
+
+    differing = {
+        name for name in runner.keys() & kit.keys() if runner[name] != kit[name]
+    } - set(SMALL_RUN) - {"over_sampling_batch_size"}  # derived from the batch size
+    assert differing == set()
+    assert runner.keys() <= kit.keys()

@@ -85,6 +85,20 @@ def test_written_lines_parse_back_to_the_sample_fields():
     assert first["sample"]["reward"] is None
 
 
+def test_every_line_separator_in_a_text_field_stays_inside_its_record():
+    # Every character str.splitlines() splits on, in the free text a sample carries.
+    separators = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+    sample = _sample(0)
+    sample.response = f"a{separators}b é"
+    stream = io.StringIO()
+
+    count = write_lines(stream, train_records([[sample], [_sample(1)]], 0))
+
+    lines = stream.getvalue().splitlines()
+    assert count == len(lines) == 2
+    assert json.loads(lines[0])["sample"]["response"] == f"a{separators}b é"
+
+
 def test_metrics_json_is_written_with_its_parent_directory(tmp_path):
     target = tmp_path / "deep" / "metrics.json"
     write_json(target, {"x": (1, 2)})

@@ -162,3 +162,11 @@ def test_missing_num_rollout_is_a_usage_error(tmp_path):
     del argv[argv.index("--num-rollout") : argv.index("--num-rollout") + 2]
     code, _, stderr = run_command(argv)
     assert code == 2 and "--num-rollout" in stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0"])
+def test_a_call_timeout_that_is_not_a_positive_finite_number_is_a_usage_error(tmp_path, value):
+    argv = rollout_argv(tmp_path, small_arith_config(tmp_path), "--call-timeout", value)
+    code, _, stderr = run_command(argv)
+    assert code == 2 and "--call-timeout" in stderr
+    assert not (tmp_path / "samples.jsonl").exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import threading
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from miles_verifiers.runner.loading import (
     build_rollout_function,
 )
 from miles_verifiers.runner.namespace import build_namespace
+from miles_verifiers.runner.outputs import OutputPathError
 from miles_verifiers.runner.schedule import plan_calls
 from miles_verifiers.runner.session import (
     ConstructionError,
@@ -99,6 +102,60 @@ def test_a_constructor_failure_names_the_function_path(tmp_path):
     with pytest.raises(ConstructionError, match="VerifiersRolloutFn could not be constructed"):
         run_rollouts(request)
     assert not request.output.exists()
+
+
+def test_a_failed_rerun_leaves_the_previous_samples_and_metrics_as_they_were(tmp_path):
+    request = _request(tmp_path, f"{SUPPORT}.WrongOutput")
+    request.output.write_text('{"previous": "samples"}\n', encoding="utf-8")
+    request.metrics_output.write_text('{"previous": "metrics"}\n', encoding="utf-8")
+
+    with pytest.raises(RolloutOutputError):
+        run_rollouts(request)
+
+    assert request.output.read_text(encoding="utf-8") == '{"previous": "samples"}\n'
+    assert request.metrics_output.read_text(encoding="utf-8") == '{"previous": "metrics"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
+
+
+def test_a_successful_run_replaces_both_outputs(tmp_path):
+    request = _request(tmp_path, f"{SUPPORT}.CallOrderProbe")
+    request.output.write_text('{"previous": "samples"}\n', encoding="utf-8")
+    request.metrics_output.write_text('{"previous": "metrics"}\n', encoding="utf-8")
+
+    run_rollouts(request)
+
+    assert request.output.read_text(encoding="utf-8") == ""  # the probe returns no samples
+    assert "summary" in json.loads(request.metrics_output.read_text(encoding="utf-8"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
+
+
+def test_credentials_given_as_flags_are_not_written_to_metrics_json(tmp_path):
+    request = _request(
+        tmp_path, f"{SUPPORT}.CallOrderProbe", wandb_key="wk-SECRET-1", hf_token="hf-SECRET-2"
+    )
+
+    run_rollouts(request)
+
+    text = request.metrics_output.read_text(encoding="utf-8")
+    assert "SECRET" not in text
+    assert json.loads(text)["args"]["wandb_key"] == "<redacted>"
+
+
+def test_samples_and_metrics_on_one_file_are_refused_before_construction(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "out")
+    request = dataclasses.replace(
+        _request(tmp_path, f"{SUPPORT}.CallOrderProbe"),
+        output=tmp_path / "out" / "run.json",
+        metrics_output=tmp_path / "alias" / ".." / "alias" / "run.json",
+    )
+    PROBES.clear()
+
+    with pytest.raises(OutputPathError, match="--metrics-output"):
+        run_rollouts(request)
+
+    assert PROBES == []
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_a_plain_function_is_called_with_the_legacy_signature():

@@ -267,6 +267,44 @@ def test_inconsistent_token_metadata_is_malformed(make_harness, sglang_answer) -
         run(post(h.transport, renderer_body()))
 
 
+def test_a_contract_breaking_answer_names_the_engine_url_and_field(
+    make_harness, sglang_answer
+) -> None:
+    h = make_harness()
+    h.engine.replies.append(httpx.Response(200, json=sglang_answer([5, 6], [-0.1, 0.7])))
+    with pytest.raises(MalformedEngineResponseError) as caught:
+        run(post(h.transport, renderer_body()))
+    message = str(caught.value)
+    assert "http://engine.test:30000/generate broke the /generate contract" in message
+    assert "output_token_logprobs[1]" in message
+
+
+def test_an_answer_longer_than_the_sent_max_new_tokens_is_refused(
+    make_harness, sglang_answer
+) -> None:
+    h = make_harness()
+    h.engine.replies.append(httpx.Response(200, json=sglang_answer(list(range(1, 6)))))
+    with pytest.raises(MalformedEngineResponseError, match="max_new_tokens=4"):
+        run(post(h.transport, renderer_body(max_tokens=4)))
+
+
+def test_an_answer_with_an_id_beyond_the_configured_vocabulary_is_refused(
+    make_harness, sglang_answer
+) -> None:
+    h = make_harness(vocab_size=1000)
+    h.engine.replies.append(httpx.Response(200, json=sglang_answer([5, 1000])))
+    with pytest.raises(MalformedEngineResponseError, match=r"output_ids\[1\]=1000"):
+        run(post(h.transport, renderer_body()))
+
+
+def test_a_contract_breaking_answer_is_not_resent(make_harness, sglang_answer) -> None:
+    h = make_harness()
+    h.engine.replies.append(httpx.Response(200, json=sglang_answer([5], [3.0])))
+    with pytest.raises(MalformedEngineResponseError):
+        run(post(h.transport, renderer_body()))
+    assert len(h.engine.requests) == 1
+
+
 def test_multimodal_requests_are_refused_as_bad_requests_and_not_sent(make_harness) -> None:
     h = make_harness()
     body = renderer_body() | {"features": {"mm_hashes": {"image": ["h"]}}}

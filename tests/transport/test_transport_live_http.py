@@ -169,3 +169,52 @@ def test_a_refused_connection_is_retried_then_a_connection_error() -> None:
         asyncio.run(refused())
     assert not isinstance(caught.value, openai.APITimeoutError)
     assert sleeps == [0.5, 1.0, 2.0]
+
+
+def unused_local_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def dead_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every proxy variable points at a closed local port, and nothing is exempted."""
+    proxy = f"http://127.0.0.1:{unused_local_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("NO_PROXY", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return proxy
+
+
+def test_a_loopback_engine_is_reached_directly_despite_a_proxy_setting(
+    live: LiveServer, dead_proxy: str
+) -> None:
+    transport = SGLangTransport(settings(live.url))
+
+    async def one() -> dict[str, Any]:
+        try:
+            return await post(transport, [1, 2])
+        finally:
+            await transport.close()
+
+    assert asyncio.run(one())["choices"][0]["token_ids"] == [3, 2]
+
+
+def test_a_connection_error_through_a_proxy_names_the_proxy(dead_proxy: str) -> None:
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    # Not loopback, so the request goes to the (closed, local) proxy; the host is never looked up.
+    transport = SGLangTransport(settings("http://engine.invalid:30000"), sleep=no_wait)
+
+    async def refused() -> None:
+        try:
+            await post(transport, [1, 2])
+        finally:
+            await transport.close()
+
+    with pytest.raises(openai.APIConnectionError) as caught:
+        asyncio.run(refused())
+    assert f"through the proxy {dead_proxy}" in str(caught.value)

@@ -130,6 +130,45 @@ def test_non_finite_or_non_numeric_logprob_is_malformed(
         convert_generate_output(answer, rid="r")
 
 
+def test_positive_logprob_is_refused(sglang_answer: Answer) -> None:
+    answer = sglang_answer([1, 2], [-0.1, 0.5])
+    with pytest.raises(MalformedOutput, match=r"output_token_logprobs\[1\] has logprob 0.5"):
+        convert_generate_output(answer, rid="r")
+
+
+def test_zero_logprob_of_a_certain_token_is_accepted(sglang_answer: Answer) -> None:
+    answer = sglang_answer([1], [0.0])
+    content = convert_generate_output(answer, rid="r")["choices"][0]["logprobs"]["content"]
+    assert content == [{"token": "token_id:1", "logprob": 0.0}]
+
+
+def test_more_tokens_than_max_new_tokens_is_refused(sglang_answer: Answer) -> None:
+    answer = sglang_answer([1, 2, 3])
+    with pytest.raises(MalformedOutput, match="3 tokens, more than the request's max_new_tokens=2"):
+        convert_generate_output(answer, rid="r", max_new_tokens=2)
+
+
+def test_exactly_max_new_tokens_is_accepted(sglang_answer: Answer) -> None:
+    answer = sglang_answer([1, 2], finish={"type": "length", "length": 2})
+    assert convert_generate_output(answer, rid="r", max_new_tokens=2)["choices"][0]["token_ids"] == [
+        1,
+        2,
+    ]
+
+
+def test_token_id_outside_the_vocabulary_is_refused(sglang_answer: Answer) -> None:
+    answer = sglang_answer([1, 100])
+    with pytest.raises(MalformedOutput, match=r"output_ids\[1\]=100 is outside the tokenizer's"):
+        convert_generate_output(answer, rid="r", vocab_size=100)
+
+
+def test_last_vocabulary_id_is_accepted(sglang_answer: Answer) -> None:
+    answer = sglang_answer([99])
+    assert convert_generate_output(answer, rid="r", vocab_size=100)["choices"][0]["token_ids"] == [
+        99
+    ]
+
+
 def test_renderers_no_evidence_sentinel_is_malformed(sglang_answer: Answer) -> None:
     answer = sglang_answer([1], [-9999.0])
     with pytest.raises(MalformedOutput, match="missing sampling evidence"):

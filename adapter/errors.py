@@ -1,0 +1,103 @@
+"""The adapter's exception hierarchy: match these by type, read their messages as prose.
+
+Every exception the adapter raises derives from :class:`MilesVerifiersError` and from one of
+its four families, which say what went wrong and so what a caller can do about it:
+
+- :class:`SetupError`: the run is configured in a way that cannot work (an option, the config
+  file, the taskset, a hook, an installed version). Raised at construction, or by the first
+  call for what only a call can see. Nothing ran; fix the named flag or field.
+- :class:`RolloutCallError`: a call could not produce its output (out of replacement groups,
+  a trace Miles cannot train on, a scheduling invariant broken).
+- :class:`EngineError`: SGLang (or whatever speaks its protocol) answered something unusable,
+  refused a request, or could not be reached.
+- :class:`CommandLineError`: the ``miles-verifiers`` command was given something unusable.
+
+Many classes also keep the builtin base they always had (``ValueError``, ``TimeoutError``)
+or the ``openai``/Verifiers class that Verifiers' TrainClient needs to see, so existing
+``except ValueError`` code keeps working.
+
+Errors raised inside an episode cross Verifiers, which records only their class name and
+message on the trace. Classes that can take that road carry a ``trace_code``; their messages end
+with a tag naming it, and :func:`recorded_error_class` turns a recorded trace error back into
+the class, so the adapter still decides by type, not by wording.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+__all__ = [
+    "CommandLineError",
+    "EngineError",
+    "MilesVerifiersError",
+    "RolloutCallError",
+    "SetupError",
+    "recorded_error_class",
+    "tag_message",
+]
+
+_TAG_PREFIX = "miles-verifiers:"
+_TAG_PATTERN = re.compile(r"\[miles-verifiers:([a-z][a-z_]*)\]")
+_BY_CODE: dict[str, type[MilesVerifiersError]] = {}
+
+
+class MilesVerifiersError(Exception):
+    """Base of every exception miles-verifiers raises."""
+
+    trace_code: ClassVar[str | None] = None
+    """Set on classes whose instances may be recorded on a Verifiers trace (see module doc).
+    (Not ``code``: openai's errors, which some of ours also are, use that name per instance.)"""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("trace_code")
+        if code is None:
+            return
+        if not _TAG_PATTERN.fullmatch(f"[{_TAG_PREFIX}{code}]"):
+            raise TypeError(f"{cls.__qualname__}.trace_code {code!r} must be lower_snake_case")
+        taken = _BY_CODE.get(code)
+        if taken is not None and taken.__qualname__ != cls.__qualname__:
+            raise TypeError(f"error code {code!r} is used by {taken.__qualname__} already")
+        _BY_CODE[code] = cls
+
+
+class SetupError(MilesVerifiersError):
+    """The run cannot work as configured; nothing was run. The message names the fix."""
+
+
+class RolloutCallError(MilesVerifiersError):
+    """A rollout call could not produce its output."""
+
+
+class EngineError(MilesVerifiersError):
+    """The engine refused, failed, or answered something that cannot be used."""
+
+
+class CommandLineError(MilesVerifiersError):
+    """The ``miles-verifiers`` command line cannot be carried out as given."""
+
+
+def tag_message(error_cls: type[MilesVerifiersError], message: str) -> str:
+    """``message`` with the tag that lets :func:`recorded_error_class` recognise ``error_cls``."""
+    if error_cls.trace_code is None:
+        raise TypeError(f"{error_cls.__qualname__} has no code to tag a message with")
+    return f"{message} [{_TAG_PREFIX}{error_cls.trace_code}]"
+
+
+def recorded_error_class(recorded: Any) -> type[MilesVerifiersError] | None:
+    """The adapter class behind an exception or a recorded trace error, if it was one of ours.
+
+    A live exception answers with its own class. A recorded error (anything with a
+    ``message``, as Verifiers keeps on ``trace.errors``) answers with the class whose tag its
+    message carries, or None.
+    """
+    if recorded is None:
+        return None
+    if isinstance(recorded, MilesVerifiersError):
+        return type(recorded)
+    message = getattr(recorded, "message", None)
+    if message is None:
+        message = str(recorded)
+    found = _TAG_PATTERN.findall(str(message))
+    return _BY_CODE.get(found[-1]) if found else None

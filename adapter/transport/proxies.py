@@ -1,0 +1,116 @@
+"""Keeping loopback traffic away from HTTP proxies.
+
+httpx (and the OpenAI SDK on top of it) sends every request through ``HTTP_PROXY`` /
+``HTTPS_PROXY`` / ``ALL_PROXY`` unless ``NO_PROXY`` names the host, and nothing exempts
+loopback addresses by default. A cluster proxy cannot reach this machine's 127.0.0.1, so a
+local engine, or Verifiers' local interception server, becomes unreachable, and every request
+(with its per-rollout bearer secret and prompt) is handed to the proxy. Pure functions, except
+:func:`ensure_loopback_bypass`, which edits the given environment mapping.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.request
+from collections.abc import Iterable, Mapping, MutableMapping
+
+import httpx
+
+__all__ = [
+    "LOOPBACK_NAMES",
+    "direct_mounts",
+    "ensure_loopback_bypass",
+    "environment_proxy_for",
+    "is_loopback_host",
+]
+
+# What NO_PROXY must hold so that httpx, requests and curl all go direct to loopback. httpx
+# matches NO_PROXY entries by exact host, so the CIDR form alone would not do.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
+_NO_PROXY_VARS = ("NO_PROXY", "no_proxy")
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` (and ``*.localhost``) and any 127.0.0.0/8 or ::1 address."""
+    name = host.strip("[]").rstrip(".").casefold()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _mount_key(host: str) -> str:
+    host = host.strip("[]")
+    return f"all://[{host}]" if ":" in host else f"all://{host}"
+
+
+def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
+    """httpx ``mounts`` that send loopback hosts (the fixed names and any loopback host among
+    ``urls``) straight to the network, whatever proxy the environment names."""
+    hosts = dict.fromkeys(LOOPBACK_NAMES)
+    for url in urls:
+        try:
+            host = httpx.URL(url).host
+        except (httpx.InvalidURL, TypeError):
+            continue
+        if host and is_loopback_host(host):
+            hosts[host] = None
+    return {_mount_key(host): None for host in hosts}
+
+
+def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy a client that trusts ``environ`` would send ``url`` through, or None.
+
+    Loopback hosts are never proxied by this package, so they give None.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return None
+    if not parsed.host or is_loopback_host(parsed.host):
+        return None
+    proxies = {
+        name.lower()[: -len("_proxy")]: value
+        for name, value in environ.items()
+        if name.lower().endswith("_proxy") and value
+    }
+    proxy = proxies.get(parsed.scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    no_proxy = proxies.get("no", "")
+    # proxy_bypass_environment is documented but missing from the type stubs.
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if no_proxy.strip() == "*" or bypass(
+        parsed.host, {"no": no_proxy}
+    ):
+        return None
+    return proxy
+
+
+def ensure_loopback_bypass(environ: MutableMapping[str, str]) -> tuple[str, ...]:
+    """Add the loopback names to ``NO_PROXY``/``no_proxy`` when a proxy variable is set.
+
+    Returns the names added (none when no proxy is configured or they were already there).
+    Child processes and every HTTP client built afterwards (a harness's OpenAI client talking
+    to Verifiers' interception server on localhost) then reach loopback directly.
+    """
+    if not any(environ.get(name) or environ.get(name.upper()) for name in _PROXY_VARS):
+        return ()
+    current = [
+        entry.strip()
+        for name in _NO_PROXY_VARS
+        for entry in environ.get(name, "").split(",")
+        if entry.strip()
+    ]
+    merged = list(dict.fromkeys(current))
+    if "*" in merged:
+        return ()
+    added = tuple(name for name in LOOPBACK_NAMES if name not in merged)
+    if added:
+        value = ",".join([*merged, *added])
+        for name in _NO_PROXY_VARS:
+            environ[name] = value
+    return added
