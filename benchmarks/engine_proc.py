@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from miles_verifiers.fixtures.engine import EngineConfig, LatencyModel, serve_engine
+    from miles_verifiers_testkit.engine import EngineConfig, LatencyModel, serve_engine
 
     config = EngineConfig(
         model=args.model,

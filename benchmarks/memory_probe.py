@@ -55,7 +55,7 @@ def _emit(stage: str, **extra: object) -> None:
 def probe(args: argparse.Namespace) -> int:
     samples_per_group = 4
     groups = max(1, round(args.rollouts / args.calls / samples_per_group))
-    from miles_verifiers.fixtures.tokenizers import offline_environ
+    from miles_verifiers_testkit.tokenizers import offline_environ
 
     # Before anything imports transformers: the tokenizer loads by hub id, offline.
     os.environ.update(offline_environ())

@@ -14,7 +14,7 @@ QWEN3_STOP_TOKEN_IDS: tuple[int, ...] = (151645, 151643)
 def arithmetic_prompts(count: int, *, seed: int = 0) -> list[tuple[int, ...]]:
     """``count`` single-turn prompts (system + one question), as the adapter would send them."""
     import renderers
-    from miles_verifiers.fixtures.harness.protocol import ANSWER_INSTRUCTIONS, random_question
+    from miles_verifiers_testkit.harness.protocol import ANSWER_INSTRUCTIONS, random_question
     from renderers.base import load_tokenizer
 
     renderer = renderers.create_renderer(load_tokenizer(MODEL_ID))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.fixtures.miles import (
+from miles_verifiers_testkit.miles import (
     FIXTURE_CONFIGS,
     MODEL,
     MilesLoop,
@@ -106,7 +106,7 @@ class RolloutDriver:
                 f"unknown taskset {taskset!r}; choose one of {sorted(TASKSET_CONFIGS)}"
             )
         from miles_verifiers import VerifiersRolloutFn
-        from miles_verifiers.contract import RolloutFnConstructorInput
+        from miles_verifiers._contract import RolloutFnConstructorInput
 
         # A one-engine, one-GPU training run. Qwen3 thinking drops <think> from history, so
         # user-simulator turns would not bridge: thinking off.
@@ -130,7 +130,7 @@ class RolloutDriver:
         self._next_id = 0
 
     def _invoke(self, rollout_id: int) -> Any:
-        from miles_verifiers.contract import RolloutFnTrainInput
+        from miles_verifiers._contract import RolloutFnTrainInput
 
         return call_rollout_function(
             self.fn, RolloutFnTrainInput(rollout_id=rollout_id), self._loop, self._timeout

@@ -21,7 +21,7 @@ import pytest
 from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401 - pytest hooks
 
 if TYPE_CHECKING:  # the engine and Verifiers load only once the offline environment is set
-    from miles_verifiers.fixtures.miles import MilesLoop, MilesWorld, RecordingEngine
+    from miles_verifiers_testkit.miles import MilesLoop, MilesWorld, RecordingEngine
 
 
 def load_object(spec: str, option: str) -> Any:
@@ -47,14 +47,14 @@ def replacement_error(pytestconfig: pytest.Config) -> type:
 @pytest.fixture(scope="session")
 def contract() -> Any:
     """Miles' contract types when Miles is importable, the project's port otherwise."""
-    from miles_verifiers.contract.compat import contract as resolve
+    from miles_verifiers._contract.compat import contract as resolve
 
     return resolve()
 
 
 @pytest.fixture(scope="session")
 def recording_engine() -> Iterator[tuple[RecordingEngine, str, int]]:
-    from miles_verifiers.fixtures.miles import serve_recording_engine
+    from miles_verifiers_testkit.miles import serve_recording_engine
 
     with serve_recording_engine() as (engine, running):
         yield engine, "127.0.0.1", running.port
@@ -62,7 +62,7 @@ def recording_engine() -> Iterator[tuple[RecordingEngine, str, int]]:
 
 @pytest.fixture(scope="session")
 def miles_loop() -> Iterator[MilesLoop]:
-    from miles_verifiers.fixtures.miles import MilesLoop
+    from miles_verifiers_testkit.miles import MilesLoop
 
     loop = MilesLoop()
     yield loop
@@ -100,9 +100,9 @@ def deployment_world(
     miles_loop: MilesLoop,
 ) -> Iterator[MilesWorld]:
     """A world whose engine is a production deployment; cases whose router cannot start skip."""
-    from miles_verifiers.fixtures.engine import EngineConfig
-    from miles_verifiers.fixtures.engine.model import load_model_profile
-    from miles_verifiers.fixtures.engine.topology import TopologyUnavailable, serve_topology
+    from miles_verifiers_testkit.engine import EngineConfig
+    from miles_verifiers_testkit.engine.model import load_model_profile
+    from miles_verifiers_testkit.engine.topology import TopologyUnavailable, serve_topology
 
     from conformance.world import EnginePool, MilesWorld, RecordingEngine
 

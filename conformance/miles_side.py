@@ -1,6 +1,6 @@
 """What Miles does around a rollout function: kept as a name the suite's tests import.
 
-The port itself lives in the project's Miles test kit (``miles_verifiers.fixtures.miles``),
+The port itself lives in the project's Miles test kit (``miles_verifiers_testkit.miles``),
 shared with the unit tests and the benchmarks: the argument namespace with Miles' defaults,
 the persistent event loop and worker-thread call, and how the manager flattens a train
 output and normalises rewards. Mock notice: a stand-in for Miles, which cannot run here.
@@ -8,7 +8,7 @@ output and normalises rewards. Mock notice: a stand-in for Miles, which cannot r
 
 from __future__ import annotations
 
-from miles_verifiers.fixtures.miles import (
+from miles_verifiers_testkit.miles import (
     GROUP_NORMALIZED_ESTIMATORS,
     STD_EPSILON,
     STD_NORMALIZED_ESTIMATORS,

@@ -29,7 +29,7 @@ from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
-DEFAULT_REPLACEMENT_ERROR = "miles_verifiers.scheduling:DispatchBudgetError"
+DEFAULT_REPLACEMENT_ERROR = "miles_verifiers._scheduling:DispatchBudgetError"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -143,7 +143,7 @@ def test_zero_branch_traces_drop_their_group(
 def test_one_branch_traces_convert_aligned_with_the_engine_output(
     world: MilesWorld, workdir: Path, taskset: str, batch: int, n: int, thinking: bool
 ) -> None:
-    from miles_verifiers.fixtures.engine import PolicyConfig
+    from miles_verifiers_testkit.engine import PolicyConfig
 
     world.engine.reset(policy=PolicyConfig(thinking=thinking))
     config = write_config(workdir, taskset, taskset={"num_tasks": 3})

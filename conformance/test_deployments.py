@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from miles_verifiers.fixtures.engine import FaultPlan
+from miles_verifiers_testkit.engine import FaultPlan
 
 from conformance.checks import check_round_trip, check_train_output
 from conformance.miles_side import miles_args

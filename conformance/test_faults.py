@@ -14,7 +14,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine import FaultPlan
+from miles_verifiers_testkit.engine import FaultPlan
 
 from conformance.budget import budget
 from conformance.checks import check_train_output

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine import FaultPlan, PolicyConfig
-from miles_verifiers.fixtures.harness.protocol import parse_answer, peer_agreement
+from miles_verifiers_testkit.engine import FaultPlan, PolicyConfig
+from miles_verifiers_testkit.harness.protocol import parse_answer, peer_agreement
 
 from conformance.budget import budget
 from conformance.checks import check_train_output

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine.schema_gate import (
+from miles_verifiers_testkit.engine.schema_gate import (
     SGLANG_INSTALL_HINT,
     installed_sglang_version,
     load_sglang_api_types,

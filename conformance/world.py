@@ -5,7 +5,7 @@ first, engine address set afterwards on the same args) and calls it the way Mile
 a worker thread, coroutines on one persistent loop), with a deadline per call. The engine is
 the project's loopback SGLang engine, wrapped so the suite can see every ``/generate`` call it
 received and what it answered; nothing of the adapter's internals is looked at. All of it is
-the project's Miles test kit (``miles_verifiers.fixtures.miles``); the suite adds only how a
+the project's Miles test kit (``miles_verifiers_testkit.miles``); the suite adds only how a
 sample is matched to its task.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from miles_verifiers.config import CONFIG_ENV_VAR
-from miles_verifiers.fixtures.miles import (
+from miles_verifiers._config import CONFIG_ENV_VAR
+from miles_verifiers_testkit.miles import (
     DEFAULT_DEADLINE_S,
     FIXTURE_CONFIGS,
     GenerateCall,
@@ -26,7 +26,7 @@ from miles_verifiers.fixtures.miles import (
     task_prompts,
     write_config,
 )
-from miles_verifiers.fixtures.miles.engine import QUIET_WAIT_S, EnginePool
+from miles_verifiers_testkit.miles.engine import QUIET_WAIT_S, EnginePool
 
 __all__ = [
     "CONFIG_ENV_VAR",

@@ -2,7 +2,7 @@
 
 SGLang's ``--load-format dummy`` builds the architecture from ``config.json`` and fills the
 weights with small random values, so no weights are downloaded. The tokenizer files come from
-the project's own offline build (``miles_verifiers.fixtures.tokenizers``).
+the project's own offline build (``miles_verifiers_testkit.tokenizers``).
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 def prepare_model_dir(out: Path, num_layers: int | None) -> Path:
     """Build (or reuse) the offline tokenizers and lay out the model folder SGLang loads."""
-    from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+    from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
     report = build_all()
     os.environ.update(offline_environ())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import verifiers.v1 as vf
-from miles_verifiers.fixtures.miles import miles_args as kit_miles_args
+from miles_verifiers_testkit.miles import miles_args as kit_miles_args
 from verifiers.v1 import graph
 
 _ids = itertools.count(1000)

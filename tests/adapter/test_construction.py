@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.construction import STAGES, Stage, StageResult, build, stages_named, survey
+from miles_verifiers._construction import STAGES, Stage, StageResult, build, stages_named, survey
 
 
 class Boom(ValueError):

@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-from miles_verifiers.contract import compat
-from miles_verifiers.contract import filters, rollout, sample
-from miles_verifiers.contract.compat import (
+from miles_verifiers._contract import compat
+from miles_verifiers._contract import filters, rollout, sample
+from miles_verifiers._contract.compat import (
     ContractUnavailableError,
     build_sample,
     get_routing_key,

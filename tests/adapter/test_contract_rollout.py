@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from miles_verifiers.contract import (
+from miles_verifiers._contract import (
     DynamicFilterOutput,
     MetricGatherer,
     RolloutFnBaseInput,

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.contract import Sample
-from miles_verifiers.conversion import (
+from miles_verifiers._contract import Sample
+from miles_verifiers._conversion import (
     MissingLogprobsError,
     MultipleBranchesError,
     RewardKeyError,
@@ -287,8 +287,8 @@ def test_error_wins_over_truncation(task_data, build_trace):
 
 
 def test_engine_abort_is_aborted_not_failed(single_turn_trace):
-    from miles_verifiers.errors import tag_message
-    from miles_verifiers.transport.errors import EngineAbortedError
+    from miles_verifiers._errors import tag_message
+    from miles_verifiers._transport.errors import EngineAbortedError
 
     message = tag_message(EngineAbortedError, "the engine aborted after 3 token(s)")
     single_turn_trace.capture_error(vf.ProviderError(message, status_code=503))

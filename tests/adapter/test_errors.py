@@ -13,10 +13,10 @@ import verifiers.v1 as vf
 from verifiers.v1.errors import model_error
 
 import miles_verifiers
-from miles_verifiers import errors
-from miles_verifiers.clients import UnsupportedRequestError, is_unsupported_request
-from miles_verifiers.conversion import looks_like_engine_abort
-from miles_verifiers.transport.errors import (
+from miles_verifiers import _errors as errors
+from miles_verifiers._clients import UnsupportedRequestError, is_unsupported_request
+from miles_verifiers._conversion import looks_like_engine_abort
+from miles_verifiers._transport.errors import (
     EngineAborted,
     EngineAbortedError,
     InvalidPrompt,
@@ -38,7 +38,7 @@ FAMILIES = (
 def _adapter_exception_classes() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(miles_verifiers.__path__, "miles_verifiers."):
-        if info.name.startswith("miles_verifiers.fixtures"):
+        if info.name.startswith("miles_verifiers_testkit"):
             continue
         module = importlib.import_module(info.name)
         for _, value in inspect.getmembers(module, inspect.isclass):

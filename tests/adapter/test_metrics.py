@@ -7,8 +7,8 @@ import argparse
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.contract import Sample
-from miles_verifiers.metrics import (
+from miles_verifiers._contract import Sample
+from miles_verifiers._metrics import (
     TraceSummary,
     drop_metrics,
     merge,

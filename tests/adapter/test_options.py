@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from miles_verifiers.options import (
+from miles_verifiers._options import (
     InvalidOptionsError,
     MilesOptions,
     OptionsError,

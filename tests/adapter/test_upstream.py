@@ -1,8 +1,8 @@
 """The non-public upstream pieces the adapter relies on, checked against the installed packages.
 
-One test per entry of ``miles_verifiers.upstream``'s list, named after the symbol: after an
+One test per entry of ``miles_verifiers._upstream``'s list, named after the symbol: after an
 upgrade of verifiers, renderers or aiohttp, the failing test here names what moved. The last
-tests keep every such touch inside ``miles_verifiers.upstream``.
+tests keep every such touch inside ``miles_verifiers._upstream``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import httpx
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers import upstream
-from miles_verifiers.clients import growing_pool_class
-from miles_verifiers.transport import SGLangTransport
+from miles_verifiers import _upstream as upstream
+from miles_verifiers._clients import growing_pool_class
+from miles_verifiers._transport import SGLangTransport
 
 REPO = Path(__file__).resolve().parents[2]
 ADAPTER = REPO / "adapter"
@@ -430,7 +430,7 @@ def test_no_adapter_module_but_upstream_touches_a_private_upstream_symbol() -> N
     touches = [touch for path in modules for touch in upstream_touches(path)]
 
     assert len(modules) > 10
-    assert touches == [], "move these into miles_verifiers.upstream:\n" + "\n".join(touches)
+    assert touches == [], "move these into miles_verifiers._upstream:\n" + "\n".join(touches)
 
 
 def test_the_private_touch_scan_finds_each_kind_of_touch(tmp_path: Path) -> None:

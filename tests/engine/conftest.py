@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
 for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)
 
-from miles_verifiers.fixtures.engine import (
+from miles_verifiers_testkit.engine import (
     EngineConfig,
     LoopbackEngine,
     ModelProfile,
@@ -54,7 +54,7 @@ def qwen_renderer(qwen: ModelProfile) -> Any:
 def early_timer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every wait of the engine wakes after half the time asked for, as an event-loop timer
     may wake a little early: the engine must still pace to its model."""
-    from miles_verifiers.fixtures.engine import engine as engine_module
+    from miles_verifiers_testkit.engine import engine as engine_module
 
     original = engine_module._timer
 

@@ -10,8 +10,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
-from miles_verifiers.fixtures.engine import RunningEngine
-from miles_verifiers.fixtures.engine.schema_gate import load_sglang_api_types
+from miles_verifiers_testkit.engine import RunningEngine
+from miles_verifiers_testkit.engine.schema_gate import load_sglang_api_types
 
 ServeFactory = Callable[..., AbstractContextManager[RunningEngine]]
 """The ``serve`` fixture: start an engine with the given ``EngineConfig`` fields."""

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import httpx
-from miles_verifiers.fixtures.engine import LatencyModel, RunningEngine
+from miles_verifiers_testkit.engine import LatencyModel, RunningEngine
 
 from tests.engine.engine_support import (
     ServeFactory,

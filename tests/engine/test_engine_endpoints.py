@@ -6,8 +6,8 @@ import time
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import LatencyModel, RunningEngine
-from miles_verifiers.fixtures.engine.schema_gate import load_sglang_api_types
+from miles_verifiers_testkit.engine import LatencyModel, RunningEngine
+from miles_verifiers_testkit.engine.schema_gate import load_sglang_api_types
 
 from tests.engine.engine_support import QWEN, ServeFactory, in_background, wait_in_flight
 

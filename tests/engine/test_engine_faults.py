@@ -8,8 +8,8 @@ from collections import Counter
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import FaultKind, FaultPlan, LatencyModel
-from miles_verifiers.fixtures.engine.faults import FaultInjector
+from miles_verifiers_testkit.engine import FaultKind, FaultPlan, LatencyModel
+from miles_verifiers_testkit.engine.faults import FaultInjector
 
 from tests.engine.engine_support import ServeFactory, assert_generate_response
 

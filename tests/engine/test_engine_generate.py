@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import ModelProfile, PolicyConfig, RunningEngine
+from miles_verifiers_testkit.engine import ModelProfile, PolicyConfig, RunningEngine
 
 from tests.engine.engine_support import (
     CALCULATOR_TOOL,

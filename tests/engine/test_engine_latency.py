@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import LatencyModel
+from miles_verifiers_testkit.engine import LatencyModel
 
 from tests.engine.engine_support import ServeFactory, in_background, wait_in_flight
 

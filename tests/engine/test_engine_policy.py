@@ -9,21 +9,21 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from miles_verifiers.fixtures.engine import (
+from miles_verifiers_testkit.engine import (
     ModelProfile,
     PolicyConfig,
     ScriptedPolicy,
     load_model_profile,
 )
-from miles_verifiers.fixtures.engine.chat_formats import parse_conversation
-from miles_verifiers.fixtures.engine.policy import (
+from miles_verifiers_testkit.engine.chat_formats import parse_conversation
+from miles_verifiers_testkit.engine.policy import (
     Question,
     decide_reply,
     find_questions,
     sample_key,
     scan_prompt,
 )
-from miles_verifiers.fixtures.protocol import random_question
+from miles_verifiers_testkit.protocol import random_question
 
 from tests.engine.engine_support import (
     CALCULATOR_TOOL,
@@ -69,7 +69,7 @@ def test_questions_are_read_like_the_fixture_tasksets_write_them() -> None:
 def test_the_engine_reads_the_protocol_without_importing_verifiers() -> None:
     # The protocol lives outside the fixture harness package so the engine stays light.
     code = (
-        "import sys, miles_verifiers.fixtures.engine.policy; sys.exit('verifiers' in sys.modules)"
+        "import sys, miles_verifiers_testkit.engine.policy; sys.exit('verifiers' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
@@ -387,7 +387,7 @@ HARMONY_HISTORY = "<|start|>user<|message|>What is 2 * 3?<|end|>"
     ],
 )
 def test_a_harmony_reply_continues_whatever_the_prompt_opened(tail: str, expected: str) -> None:
-    from miles_verifiers.fixtures.engine.chat_formats import write_reply
+    from miles_verifiers_testkit.engine.chat_formats import write_reply
 
     conversation = parse_conversation(HARMONY_HISTORY + tail)
     assert (

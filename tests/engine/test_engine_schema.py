@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
-from miles_verifiers.fixtures.engine.schema_gate import (
+from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
+from miles_verifiers_testkit.engine.schema_gate import (
     ContractViolation,
     PureGate,
     SGLangGate,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
-from miles_verifiers.fixtures.engine.prefix_cache import PrefixCache
-from miles_verifiers.fixtures.engine.sequence_math import PrefixKeys, as_u64, scripted_logprobs
+from miles_verifiers_testkit.engine.prefix_cache import PrefixCache
+from miles_verifiers_testkit.engine.sequence_math import PrefixKeys, as_u64, scripted_logprobs
 
 token_lists = st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=300)
 

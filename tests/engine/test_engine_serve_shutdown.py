@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.tokenizers import offline_environ
+from miles_verifiers_testkit.tokenizers import offline_environ
 
 SLOW_BODY = {
     "input_ids": [9707, 11],
@@ -63,7 +63,7 @@ def stopped_with_a_request_in_flight(offline_tokenizers: None) -> Stopped:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **offline_environ(), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "miles_verifiers.cli", "engine", "serve", "--port", str(port),
+        [sys.executable, "-m", "miles_verifiers._cli", "engine", "serve", "--port", str(port),
          "--decode-s-per-token", "0.01", "--log-level", "info"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip

@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import (
+from miles_verifiers_testkit.engine import (
     EngineConfig,
     FaultPlan,
     LatencyModel,
@@ -16,7 +16,7 @@ from miles_verifiers.fixtures.engine import (
     serve_engine,
     serve_engine_async,
 )
-from miles_verifiers.fixtures.engine.cli import config_from_args, register, run_serve
+from miles_verifiers_testkit.engine.cli import config_from_args, register, run_serve
 
 from tests.engine.engine_support import QWEN, ServeFactory, in_background, wait_in_flight
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
+from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
 
 from tests.engine.engine_support import QWEN, ServeFactory
 

@@ -14,7 +14,7 @@ import verifiers.v1 as vf
 from verifiers.v1 import graph
 from verifiers.v1.clients.train import serialize_completion
 
-from miles_verifiers.fixtures.harness.protocol import find_questions, format_answer
+from miles_verifiers_testkit.harness.protocol import find_questions, format_answer
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 

@@ -1,7 +1,7 @@
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness.protocol import ANSWER_INSTRUCTIONS, find_questions
+from miles_verifiers_testkit.harness.protocol import ANSWER_INSTRUCTIONS, find_questions
 from mv_arith import ArithConfig, ArithData, ArithTask, ArithTaskset
 from tests.fixtures_env.fixture_env_support import conversation, reply, user
 

@@ -3,7 +3,7 @@ import tomllib
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness import FixtureHarness, FixtureHarnessConfig
+from miles_verifiers_testkit.harness import FixtureHarness, FixtureHarnessConfig
 from tests.fixture_tasksets import FIXTURE_TASKSETS
 from tests.fixtures_env.fixture_env_support import (
     CONFIG_DIR,

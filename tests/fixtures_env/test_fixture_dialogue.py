@@ -1,7 +1,7 @@
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness.protocol import find_questions
+from miles_verifiers_testkit.harness.protocol import find_questions
 from mv_dialogue import DialogueConfig, DialogueData, DialogueTask, DialogueTaskset
 from mv_dialogue.user import DialogueState, QuizUser
 from tests.fixtures_env.fixture_env_support import conversation, reply, user

@@ -1,8 +1,8 @@
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness import task_followups
-from miles_verifiers.fixtures.harness.context import (
+from miles_verifiers_testkit.harness import task_followups
+from miles_verifiers_testkit.harness.context import (
     NOTES_HEADER,
     Conversation,
     compacted_context,

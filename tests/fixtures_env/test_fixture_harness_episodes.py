@@ -5,8 +5,8 @@ scripted model client standing in for the language model."""
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness import FixtureHarness, FixtureHarnessConfig
-from miles_verifiers.fixtures.harness.context import NOTES_HEADER
+from miles_verifiers_testkit.harness import FixtureHarness, FixtureHarnessConfig
+from miles_verifiers_testkit.harness.context import NOTES_HEADER
 from mv_arith import ArithData, ArithTask
 from tests.fixtures_env.fixture_env_support import (
     ScriptedClient,

@@ -4,7 +4,7 @@ from contextlib import AsyncExitStack
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers.fixtures.harness.tools import Toolbox
+from miles_verifiers_testkit.harness.tools import Toolbox
 from mv_tools.calculator import Calculator
 from tests.fixtures_env.fixture_env_support import ToolsetServer
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from miles_verifiers.fixtures.harness.protocol import find_questions
+from miles_verifiers_testkit.harness.protocol import find_questions
 from mv_longprompt import (
     LongPromptConfig,
     LongPromptData,
@@ -47,7 +47,7 @@ async def test_correct_and_prompt_chars_score_the_rollout():
 def test_default_prompt_is_over_six_thousand_qwen3_tokens():
     from tokenizers import Tokenizer
 
-    from miles_verifiers.fixtures.tokenizers import build_all, snapshot_path
+    from miles_verifiers_testkit.tokenizers import build_all, snapshot_path
 
     build_all()
     qwen3 = Tokenizer.from_file(str(snapshot_path("Qwen/Qwen3-0.6B") / "tokenizer.json"))

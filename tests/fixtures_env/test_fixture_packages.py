@@ -8,7 +8,7 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.loaders import harness_class, taskset_class
 
-from miles_verifiers.fixtures.harness import FixtureHarness
+from miles_verifiers_testkit.harness import FixtureHarness
 
 ENV_ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "environments"
 MODULES = sorted(p.name for p in ENV_ROOT.iterdir() if (p / "pyproject.toml").exists())

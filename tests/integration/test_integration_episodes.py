@@ -23,16 +23,16 @@ from typing import Any
 import httpx
 import pytest
 import verifiers.v1 as vf
-from miles_verifiers.clients import RendererSpec, shared_renderer_pool
-from miles_verifiers.fixtures.engine import FaultKind, FaultPlan, PolicyConfig
-from miles_verifiers.fixtures.miles import (
+from miles_verifiers._clients import RendererSpec, shared_renderer_pool
+from miles_verifiers_testkit.engine import FaultKind, FaultPlan, PolicyConfig
+from miles_verifiers_testkit.miles import (
     FIXTURE_CONFIGS,
     MODEL,
     GenerateCall,
     RecordingEngine,
     serve_recording_engine,
 )
-from miles_verifiers.transport import SGLangTransport, TransportSettings
+from miles_verifiers._transport import SGLangTransport, TransportSettings
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
+from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
 for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)
 
-from miles_verifiers.fixtures.miles import serve_recording_engine
+from miles_verifiers_testkit.miles import serve_recording_engine
 
 from tests.fixture_tasksets import require_installed
 from tests.rollout.rollout_support import (
@@ -59,8 +59,8 @@ def build_rollout_fn(
     """Construct the rollout function as Miles does: ``VERIFIERS_CONFIG`` set, construction
     with no engine address, then the router address put on the same args."""
     from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-    from miles_verifiers.contract.compat import contract
-    from miles_verifiers.fixtures.miles import construct_rollout_fn
+    from miles_verifiers._contract.compat import contract
+    from miles_verifiers_testkit.miles import construct_rollout_fn
 
     def build(
         args: Namespace,

@@ -1,6 +1,6 @@
 """Driving the rollout function the way Miles does, against the loopback engine over HTTP.
 
-Everything here is the project's Miles test kit (``miles_verifiers.fixtures.miles``), shared
+Everything here is the project's Miles test kit (``miles_verifiers_testkit.miles``), shared
 with the conformance suite and the benchmarks; this module keeps the names the rollout tests
 import. ``miles_args`` is the kit's namespace with this folder's usual run: two samples per
 prompt, 64 concurrent requests, Qwen3 thinking off (so multi-turn histories bridge).
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from miles_verifiers.fixtures import miles as kit
-from miles_verifiers.fixtures.miles import (
+from miles_verifiers_testkit import miles as kit
+from miles_verifiers_testkit.miles import (
     MODEL,
     MilesLoop,
     RecordingEngine,
@@ -21,9 +21,9 @@ from miles_verifiers.fixtures.miles import (
     task_prompts,
     write_config,
 )
-from miles_verifiers.fixtures.miles import call_from_worker_thread as call
-from miles_verifiers.fixtures.miles import flatten as flat
-from miles_verifiers.fixtures.miles import load_task_data as task_data
+from miles_verifiers_testkit.miles import call_from_worker_thread as call
+from miles_verifiers_testkit.miles import flatten as flat
+from miles_verifiers_testkit.miles import load_task_data as task_data
 
 from conformance.checks import sample_fingerprint as fingerprint
 

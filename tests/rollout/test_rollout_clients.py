@@ -8,7 +8,7 @@ from argparse import Namespace
 from typing import Any
 
 import pytest
-from miles_verifiers.clients import (
+from miles_verifiers._clients import (
     UnsupportedRequestError,
     EngineAddressUnsetError,
     MilesTrainClient,
@@ -167,7 +167,7 @@ IMAGE_PART = {"type": "image_url", "image_url": {"url": "https://example.invalid
 
 
 def model_pool(model: str) -> Any:
-    from miles_verifiers.fixtures.tokenizers import build_all
+    from miles_verifiers_testkit.tokenizers import build_all
 
     build_all()
     return shared_renderer_pool(RendererSpec.build(model, model, None, 1))
@@ -187,7 +187,7 @@ def test_text_content_parts_render_as_their_concatenated_text(model: str) -> Non
 
 @pytest.mark.parametrize("model", RENDERED_MODELS)
 def test_a_non_text_content_part_is_refused_before_rendering_naming_its_type(model: str) -> None:
-    from miles_verifiers.content import NonTextContentError
+    from miles_verifiers._content import NonTextContentError
 
     pool = model_pool(model)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from miles_verifiers.errors import SetupError
+from miles_verifiers._errors import SetupError
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-from miles_verifiers.clients import EngineAddressUnsetError
-from miles_verifiers.contract.compat import contract
+from miles_verifiers._clients import EngineAddressUnsetError
+from miles_verifiers._contract.compat import contract
 
 from tests.adapter.state_dir_support import other_process
 from tests.rollout.rollout_support import (
@@ -407,7 +407,7 @@ def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
     use_miles_router: bool,
     warned: bool,
 ) -> None:
-    import miles_verifiers.clients as clients
+    import miles_verifiers._clients as clients
 
     configured = clients.sampling_config_values
     monkeypatch.setattr(
@@ -416,7 +416,7 @@ def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
         lambda sampling, seed=None: {**configured(sampling, seed), "logit_bias": {"7": 1.0}},
     )
     args = miles_args(use_miles_router=use_miles_router)
-    with caplog.at_level("WARNING", logger="miles_verifiers.clients"):
+    with caplog.at_level("WARNING", logger="miles_verifiers._clients"):
         construct(
             args,
             write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),

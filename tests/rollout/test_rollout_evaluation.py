@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from miles_verifiers.contract.compat import contract
-from miles_verifiers.fixtures.engine import FaultPlan
+from miles_verifiers._contract.compat import contract
+from miles_verifiers_testkit.engine import FaultPlan
 
 from tests.rollout.rollout_support import (
     MilesLoop,

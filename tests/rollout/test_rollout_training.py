@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 from miles_verifiers import AdapterSettings
-from miles_verifiers.contract.compat import contract
-from miles_verifiers.conversion import MultipleBranchesError
-from miles_verifiers.fixtures.engine import (
+from miles_verifiers._contract.compat import contract
+from miles_verifiers._conversion import MultipleBranchesError
+from miles_verifiers_testkit.engine import (
     EngineConfig,
     FaultPlan,
     LoopbackEngine,
     serve_engine,
 )
-from miles_verifiers.scheduling import DispatchBudgetError, read_state
-from miles_verifiers.training import ReplacementBudgetError, UnsupportedRequestRunError
+from miles_verifiers._scheduling import DispatchBudgetError, read_state
+from miles_verifiers._training import ReplacementBudgetError, UnsupportedRequestRunError
 
 from tests.rollout.rollout_support import (
     MODEL,
@@ -111,7 +111,7 @@ def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_an
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1)
     fn = build_rollout_fn(args, config)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers.training"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers._training"):
         output = train(fn, 3, miles_loop)
         train(fn, 4, miles_loop)
 

@@ -7,8 +7,8 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from miles_verifiers.fixtures import demo_command
-from miles_verifiers.runner import check_command, rollout_command
+from miles_verifiers_testkit import demo_command
+from miles_verifiers._runner import check_command, rollout_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +40,7 @@ class CallOrderProbe:
     """
 
     def __init__(self, constructor_input: object) -> None:
-        from miles_verifiers.contract.compat import contract
+        from miles_verifiers._contract.compat import contract
 
         self.types = contract()
         self.args = constructor_input.args  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.runner.checks import router_sampling_problem
-from miles_verifiers.transport.routers import RouterKind
+from miles_verifiers._runner.checks import router_sampling_problem
+from miles_verifiers._transport.routers import RouterKind
 
 from tests.runner.runner_support import run_command
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from miles_verifiers.runner.arguments import cli_namespace, resolve_config_option
-from miles_verifiers.fixtures.demo_command import DEMO_FLAGS
-from miles_verifiers.runner.schedule import plan_calls
+from miles_verifiers._runner.arguments import cli_namespace, resolve_config_option
+from miles_verifiers_testkit.demo_command import DEMO_FLAGS
+from miles_verifiers._runner.schedule import plan_calls
 
 
 def _demo_args(parse, *extra: str):
@@ -37,7 +37,7 @@ def test_flags_given_to_demo_override_its_settings(parse):
 
 
 def test_demo_settings_pass_the_adapters_option_checks(parse):
-    from miles_verifiers.options import find_option_problems
+    from miles_verifiers._options import find_option_problems
 
     _, args = _demo_args(parse)
     assert find_option_problems(args) == []

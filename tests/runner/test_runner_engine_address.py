@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from miles_verifiers.runner.engine import (
+from miles_verifiers._runner.engine import (
     EngineAddress,
     EngineUrlError,
     parse_engine_url,
@@ -47,7 +47,7 @@ def test_a_loopback_engine_is_checked_directly_despite_a_proxy_setting(
     import socket
     import threading
 
-    from miles_verifiers.runner.engine import require_reachable
+    from miles_verifiers._runner.engine import require_reachable
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

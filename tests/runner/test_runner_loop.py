@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 import pytest
-from miles_verifiers.runner.loop import BackgroundLoop, RolloutCallTimeout, call_rollout_function
+from miles_verifiers._runner.loop import BackgroundLoop, RolloutCallTimeout, call_rollout_function
 
 
 def test_a_sync_function_result_is_returned_as_is():
@@ -77,7 +77,7 @@ def test_code_on_the_loop_sees_it_as_current_and_other_threads_do_not():
 
 
 def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
-    from miles_verifiers import rollout
+    from miles_verifiers import _rollout as rollout
 
     async def nested() -> None:
         coroutine = asyncio.sleep(0)
@@ -88,7 +88,7 @@ def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
 
 
 def test_the_test_kit_calls_rollout_functions_on_this_loop():
-    from miles_verifiers.fixtures.miles import MilesLoop
+    from miles_verifiers_testkit.miles import MilesLoop
 
     loop = MilesLoop()
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from miles_verifiers.options import miles_defaults
-from miles_verifiers.runner.arguments import cli_namespace
-from miles_verifiers.runner.namespace import (
+from miles_verifiers._options import miles_defaults
+from miles_verifiers._runner.arguments import cli_namespace
+from miles_verifiers._runner.namespace import (
     EVAL_PLACEHOLDER_NAME,
     NamespaceError,
     build_namespace,
@@ -116,9 +116,9 @@ def test_a_given_rollout_num_gpus_is_kept():
 
 
 def test_the_test_kit_namespace_has_the_runners_miles_defaults():
-    from miles_verifiers.fixtures.miles import SMALL_RUN
-    from miles_verifiers.fixtures.miles import miles_args as kit_miles_args
-    from miles_verifiers.runner.namespace import build_namespace
+    from miles_verifiers_testkit.miles import SMALL_RUN
+    from miles_verifiers_testkit.miles import miles_args as kit_miles_args
+    from miles_verifiers._runner.namespace import build_namespace
 
     runner = vars(build_namespace({}))
     kit = vars(kit_miles_args())

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from miles_verifiers.runner.outputs import OutputPathError, check_output_paths
+from miles_verifiers._runner.outputs import OutputPathError, check_output_paths
 
 from tests.runner.runner_support import run_command
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from miles_verifiers.fixtures.tokenizers import offline_environ
+from miles_verifiers_testkit.tokenizers import offline_environ
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +80,8 @@ def _environment() -> dict[str, str]:
 
 
 def _argv(words: list[str]) -> list[str]:
-    # The installed console script is ``miles_verifiers.cli:main``; run that with this Python.
-    return [sys.executable, "-m", "miles_verifiers.cli", *words[1:]]
+    # The installed console script is ``miles_verifiers._cli:main``; run that with this Python.
+    return [sys.executable, "-m", "miles_verifiers._cli", *words[1:]]
 
 
 def _run_to_completion(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

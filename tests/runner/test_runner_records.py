@@ -8,8 +8,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from miles_verifiers.contract import Sample
-from miles_verifiers.runner.records import (
+from miles_verifiers._contract import Sample
+from miles_verifiers._runner.records import (
     eval_records,
     flatten_samples,
     jsonable,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from miles_verifiers.runner.redaction import REDACTED, looks_secret, redact
+from miles_verifiers._runner.redaction import REDACTED, looks_secret, redact
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from miles_verifiers.fixtures.engine import serve_engine
+from miles_verifiers_testkit.engine import serve_engine
 
 from tests.runner.runner_support import run_command
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from miles_verifiers.runner.schedule import PlannedCall, ScheduleError, plan_calls
+from miles_verifiers._runner.schedule import PlannedCall, ScheduleError, plan_calls
 
 
 def _kinds(calls: list[PlannedCall]) -> list[tuple[str, int]]:

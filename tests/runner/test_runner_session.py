@@ -9,17 +9,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from miles_verifiers.contract.compat import contract
-from miles_verifiers.runner.environment import use_fixture_tokenizers
-from miles_verifiers.runner.loading import (
+from miles_verifiers._contract.compat import contract
+from miles_verifiers._runner.environment import use_fixture_tokenizers
+from miles_verifiers._runner.loading import (
     LegacyRolloutFunction,
     RolloutFunctionPathError,
     build_rollout_function,
 )
-from miles_verifiers.runner.namespace import build_namespace
-from miles_verifiers.runner.outputs import OutputPathError
-from miles_verifiers.runner.schedule import plan_calls
-from miles_verifiers.runner.session import (
+from miles_verifiers._runner.namespace import build_namespace
+from miles_verifiers._runner.outputs import OutputPathError
+from miles_verifiers._runner.schedule import plan_calls
+from miles_verifiers._runner.session import (
     ConstructionError,
     RolloutOutputError,
     RunRequest,

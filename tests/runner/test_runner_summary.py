@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from miles_verifiers.contract import Sample
-from miles_verifiers.runner.summary import RunTally, eval_table, summary_table
+from miles_verifiers._contract import Sample
+from miles_verifiers._runner.summary import RunTally, eval_table, summary_table
 from rich.console import Console
 
 

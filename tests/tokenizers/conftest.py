@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import BuildReport, build_all, offline_environ
+from miles_verifiers_testkit.tokenizers import BuildReport, build_all, offline_environ
 
 for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tokenizers
 
-from miles_verifiers.fixtures.tokenizers import (
+from miles_verifiers_testkit.tokenizers import (
     MODEL_IDS,
     BuildReport,
     SourceVocabularyError,
@@ -17,9 +17,9 @@ from miles_verifiers.fixtures.tokenizers import (
     build_all,
     snapshot_path,
 )
-from miles_verifiers.fixtures.tokenizers.hub_cache import MANIFEST_FILE, repo_folder
-from miles_verifiers.fixtures.tokenizers.sources import QWEN, SourceFile, installed_path
-from miles_verifiers.fixtures.tokenizers.specs import qwen3_spec
+from miles_verifiers_testkit.tokenizers.hub_cache import MANIFEST_FILE, repo_folder
+from miles_verifiers_testkit.tokenizers.sources import QWEN, SourceFile, installed_path
+from miles_verifiers_testkit.tokenizers.specs import qwen3_spec
 
 QWEN_SHA = QWEN.sha256
 

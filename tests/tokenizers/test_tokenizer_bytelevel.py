@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from miles_verifiers.fixtures.tokenizers.bytelevel import BYTE_ALPHABET, to_unicode
+from miles_verifiers_testkit.tokenizers.bytelevel import BYTE_ALPHABET, to_unicode
 
 
 def test_every_byte_has_its_own_character() -> None:

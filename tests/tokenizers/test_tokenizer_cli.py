@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import BuildReport, offline_environ
-from miles_verifiers.fixtures.tokenizers.cli import register
-from miles_verifiers.fixtures.tokenizers.environ import export_lines
+from miles_verifiers_testkit.tokenizers import BuildReport, offline_environ
+from miles_verifiers_testkit.tokenizers.cli import register
+from miles_verifiers_testkit.tokenizers.environ import export_lines
 
 
 def run_cli(argv: list[str]) -> int:
@@ -56,7 +56,7 @@ def test_subcommand_requires_an_action() -> None:
 
 def test_module_entry_point_runs_the_same_actions(fresh_build: BuildReport) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "miles_verifiers.fixtures.tokenizers", "env", "--cache-dir",
+        [sys.executable, "-m", "miles_verifiers_testkit.tokenizers", "env", "--cache-dir",
          str(fresh_build.cache_dir)],
         capture_output=True, text=True, timeout=120, check=False,
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import default_cache_dir, offline_environ
-from miles_verifiers.fixtures.tokenizers.environ import export_lines
+from miles_verifiers_testkit.tokenizers import default_cache_dir, offline_environ
+from miles_verifiers_testkit.tokenizers.environ import export_lines
 
 
 def test_cache_dir_comes_from_the_environment_variable(

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import BuildReport
-from miles_verifiers.fixtures.tokenizers.sources import QWEN, parse_source, read_verified
-from miles_verifiers.fixtures.tokenizers.specs import (
+from miles_verifiers_testkit.tokenizers import BuildReport
+from miles_verifiers_testkit.tokenizers.sources import QWEN, parse_source, read_verified
+from miles_verifiers_testkit.tokenizers.specs import (
     GPT_OSS_FIRST_ADDED_ID,
     GPT_OSS_LAST_ADDED_ID,
     QWEN3_PLAIN_ADDED_TOKENS,
     QWEN3_SPECIAL_TOKENS,
 )
-from miles_verifiers.fixtures.tokenizers.vocab import parse_quicktok_special, parse_quicktok_vocab
+from miles_verifiers_testkit.tokenizers.vocab import parse_quicktok_special, parse_quicktok_vocab
 
 # Qwen3's added tokens at their published ids (Qwen/Qwen3-0.6B tokenizer_config.json).
 QWEN3_ADDED_IDS = {
@@ -117,7 +117,7 @@ def test_encodings_are_also_stored_under_their_url_cache_names(
 
 
 def _quicktok_file(name: str) -> bytes:
-    from miles_verifiers.fixtures.tokenizers.sources import O200K, installed_path
+    from miles_verifiers_testkit.tokenizers.sources import O200K, installed_path
 
     return (installed_path(O200K).parent / name).read_bytes()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import hub_cache
+from miles_verifiers_testkit.tokenizers import hub_cache
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 FILES = {"tokenizer.json": b"{}", "config.json": b'{"model_type": "qwen3"}'}

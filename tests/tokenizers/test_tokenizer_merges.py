@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers.merges import (
+from miles_verifiers_testkit.tokenizers.merges import (
     MergeDerivationError,
     bpe_merges,
     split_merges,

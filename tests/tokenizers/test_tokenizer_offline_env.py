@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from miles_verifiers.fixtures.tokenizers import MODEL_IDS, BuildReport, offline_environ
+from miles_verifiers_testkit.tokenizers import MODEL_IDS, BuildReport, offline_environ
 
 HARMONY_PROBE = """
 import json

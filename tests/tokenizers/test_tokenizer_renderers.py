@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import MODEL_IDS
+from miles_verifiers_testkit.tokenizers import MODEL_IDS
 
 EXPECTED_RENDERER = {
     "Qwen/Qwen3-0.6B": "Qwen3Renderer",

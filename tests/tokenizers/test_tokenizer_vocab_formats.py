@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from miles_verifiers.fixtures.tokenizers.vocab import (
+from miles_verifiers_testkit.tokenizers.vocab import (
     VocabularyFormatError,
     check_dense,
     parse_quicktok_special,

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from miles_verifiers.fixtures.tokenizers import build_all, offline_environ
-from miles_verifiers.transport import SGLangTransport, TransportSettings
+from miles_verifiers_testkit.tokenizers import build_all, offline_environ
+from miles_verifiers._transport import SGLangTransport, TransportSettings
 
 # The repository conftest puts the offline tokenizer environment in place for the whole run;
 # these defaults only matter when this folder runs on its own before that exists. They must be

@@ -1,5 +1,5 @@
 """Integration: real Verifiers ``TrainClient`` + real Qwen3 renderer + the transport, talking
-HTTP to the loopback SGLang engine (``miles_verifiers.fixtures.engine``)."""
+HTTP to the loopback SGLang engine (``miles_verifiers_testkit.engine``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from verifiers.v1.dialects import ChatDialect
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.types import Response, SamplingConfig
 
-from miles_verifiers.fixtures.engine import EngineConfig, FaultPlan, LatencyModel, serve_engine
-from miles_verifiers.fixtures.engine.server import RunningEngine
-from miles_verifiers.transport import SGLangTransport, TransportSettings
+from miles_verifiers_testkit.engine import EngineConfig, FaultPlan, LatencyModel, serve_engine
+from miles_verifiers_testkit.engine.server import RunningEngine
+from miles_verifiers._transport import SGLangTransport, TransportSettings
 
 MODEL = "Qwen/Qwen3-0.6B"
 CONTEXT_LEN = 512

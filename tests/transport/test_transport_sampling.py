@@ -11,9 +11,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers.transport import InvalidSamplingParams, TransportSettings
-from miles_verifiers.transport.limits import EngineLimits
-from miles_verifiers.transport.sampling import (
+from miles_verifiers._transport import InvalidSamplingParams, TransportSettings
+from miles_verifiers._transport.limits import EngineLimits
+from miles_verifiers._transport.sampling import (
     RENAMED_KEYS,
     SGLANG_SAMPLING_KEYS,
     merge_stop_token_ids,

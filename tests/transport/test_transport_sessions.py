@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.transport.sessions import SessionLedger
+from miles_verifiers._transport.sessions import SessionLedger
 
 
 def test_a_recorded_session_is_remembered() -> None:

@@ -18,16 +18,16 @@ from verifiers.v1.dialects import ChatDialect
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.types import Response, SamplingConfig
 
-from miles_verifiers.fixtures.engine import EngineConfig, LatencyModel, LoopbackEngine
-from miles_verifiers.fixtures.engine.model import load_model_profile
-from miles_verifiers.fixtures.engine.topology import (
+from miles_verifiers_testkit.engine import EngineConfig, LatencyModel, LoopbackEngine
+from miles_verifiers_testkit.engine.model import load_model_profile
+from miles_verifiers_testkit.engine.topology import (
     TOPOLOGIES,
     RunningTopology,
     TopologyUnavailable,
     serve_topology,
 )
-from miles_verifiers.transport import SGLangTransport, TransportSettings
-from miles_verifiers.transport.routers import RouterKind
+from miles_verifiers._transport import SGLangTransport, TransportSettings
+from miles_verifiers._transport.routers import RouterKind
 
 MODEL = "Qwen/Qwen3-0.6B"
 CONTEXT_LEN = 512

@@ -1,0 +1,530 @@
+"""The model client Verifiers' rollouts talk to, and the one renderer pool behind it.
+
+Verifiers' ``TrainClient`` renders each chat request to token ids with a Renderers renderer and
+hands them to a transport (ours: :class:`~miles_verifiers._transport.SGLangTransport`). This
+module adds what the Miles adapter needs on top:
+
+* :func:`renderer_identity` finds the model id Renderers knows (``Qwen/Qwen3-0.6B``) behind a
+  local checkpoint path, so the right renderer (with tool support) is picked even when Miles
+  runs from ``/models/Qwen3-0.6B`` or an HF cache snapshot.
+* :func:`shared_renderer_pool` builds ONE small pool per (tokenizer, identity, template
+  switches, size) and process, shared by the training and the evaluation clients. It is
+  usable after a single tokenizer load; the other renderers are loaded on a background
+  thread (or on demand, when a render would otherwise wait for a free one).
+* :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
+  serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
+  without tool support. It also stops serving the moment its rollout call ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from miles_verifiers._errors import (
+    RolloutCallError,
+    SetupError,
+    recorded_error_class,
+    tag_message,
+)
+from verifiers.v1.clients.train import TrainClient
+from verifiers.v1.errors import ProviderError
+
+from miles_verifiers._content import NonTextContentError, plain_text_messages
+from miles_verifiers._upstream import (
+    renderer_vocab_size,
+    FixedRendererPool,
+    adopt_renderer_pool_fields,
+    is_tools_refusal,
+    renderer_pool_base,
+)
+
+logger = logging.getLogger(__name__)
+
+IDENTITY_FLAGS = "--hf-checkpoint or --sglang-tokenizer-path"
+
+# Status of the refusals: a 4xx, so no harness SDK retries them.
+_REFUSED = 400
+
+
+class UnsupportedRequestError(ProviderError, SetupError):
+    """The harness asked for something the Miles token path cannot do (a setup problem).
+
+    Its message is tagged, so the rollout function can tell "the setup is wrong" (stop the
+    run) from "this episode failed" once Verifiers has recorded it on a trace.
+    """
+
+    trace_code = "unsupported_request"
+
+    def __init__(self, what: str, fix: str) -> None:
+        message = tag_message(UnsupportedRequestError, f"{what} Fix: {fix}")
+        ProviderError.__init__(self, message, status_code=_REFUSED)
+
+
+class CallEndedError(ProviderError, RolloutCallError):
+    """A model request arrived after the rollout call that owns it had ended."""
+
+    trace_code = "call_ended"
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        ProviderError.__init__(self, message, status_code=status_code)
+
+
+class RendererSetupError(SetupError, ValueError):
+    """The tokenizer or renderer for the model cannot be built; names the flag to change."""
+
+
+def is_unsupported_request(error: Any) -> bool:
+    """True for a recorded trace error (or exception) raised by :class:`UnsupportedRequestError`."""
+    found = recorded_error_class(error)
+    return found is not None and issubclass(found, UnsupportedRequestError)
+
+
+# -- which renderer --------------------------------------------------------------------------
+
+
+def _model_renderer_map() -> Mapping[str, str]:
+    from renderers.base import MODEL_RENDERER_MAP
+
+    return MODEL_RENDERER_MAP
+
+
+def renderer_identity(
+    checkpoint: str | None, model_map: Mapping[str, str] | None = None
+) -> str | None:
+    """The Renderers model id behind ``checkpoint``, or None when there is none or it is ambiguous.
+
+    A registered id is itself. Otherwise the candidates are the ``models--org--name`` parts of
+    an HF cache path and every registered id whose last part equals the path's last component.
+    When all candidates map to one renderer, the alphabetically first id is returned; when they
+    disagree (``/models/Qwen3-0.6B`` could be ``Qwen/Qwen3-0.6B`` or ``PrimeIntellect/Qwen3-0.6B``,
+    which use different templates) there is no safe answer and the result is None.
+    """
+    if not checkpoint:
+        return None
+    known = _model_renderer_map() if model_map is None else model_map
+    if checkpoint in known:
+        return checkpoint
+    path = PurePath(checkpoint)
+    candidates = {
+        part.removeprefix("models--").replace("--", "/")
+        for part in path.parts
+        if part.startswith("models--")
+    }
+    candidates.update(key for key in known if key.rsplit("/", 1)[-1] == path.name)
+    matches = sorted(candidates & set(known))
+    if not matches or len({known[m] for m in matches}) != 1:
+        return None
+    return matches[0]
+
+
+@dataclass(frozen=True)
+class RendererSpec:
+    """Everything that decides which renderers a pool holds (hashable: one pool per spec)."""
+
+    tokenizer_source: str
+    identity: str | None
+    # JSON of --apply-chat-template-kwargs with sorted keys (hashable and order-free).
+    chat_template_kwargs_json: str = "{}"
+    pool_size: int = 2
+
+    @staticmethod
+    def build(
+        tokenizer_source: str,
+        identity: str | None,
+        chat_template_kwargs: Mapping[str, Any] | None,
+        pool_size: int,
+    ) -> RendererSpec:
+        if pool_size < 1:
+            raise ValueError(f"the renderer pool needs at least one renderer, got {pool_size}")
+        return RendererSpec(
+            tokenizer_source=tokenizer_source,
+            identity=identity,
+            chat_template_kwargs_json=json.dumps(dict(chat_template_kwargs or {}), sort_keys=True),
+            pool_size=pool_size,
+        )
+
+    @property
+    def chat_template_kwargs(self) -> dict[str, Any]:
+        return json.loads(self.chat_template_kwargs_json)
+
+    @property
+    def model_label(self) -> str:
+        return self.identity or self.tokenizer_source
+
+
+def identify_renderer(hf_checkpoint: str | None, tokenizer_source: str | None) -> str | None:
+    """The identity to render with: from the checkpoint first, then the tokenizer source."""
+    return renderer_identity(hf_checkpoint) or renderer_identity(tokenizer_source)
+
+
+# -- the pool ----------------------------------------------------------------------------------
+
+
+def _make_growing_pool_class() -> type:
+    base = renderer_pool_base()
+
+    class GrowingRendererPool(base):  # type: ignore[misc, valid-type]
+        """A Renderers ``RendererPool`` that builds its renderers on demand, up to ``size``.
+
+        It is a real ``RendererPool`` subclass because Renderers moves pool work onto worker
+        threads only for ``RendererPool`` instances. Unlike the base class it starts with one
+        renderer: each renderer loads its own tokenizer (about half a second for Qwen3), and
+        the second one is only worth it once two renders actually overlap.
+        """
+
+        def __init__(self, factory: Callable[[], Any], size: int) -> None:
+            # The base constructor would build every slot up front; set its fields instead.
+            first = factory()
+            adopt_renderer_pool_fields(self, factory, first, size)
+            # Our own fields, named apart from the base's (see RENDERER_POOL_FIELDS).
+            self._make_renderer = factory
+            self._capacity = size
+            self._idle: queue.Queue[Any] = queue.Queue()
+            self._idle.put(first)
+            self._built = 1
+            self._grow_lock = threading.Lock()
+            self.vocab_size = renderer_vocab_size(first)
+
+        @property
+        def built(self) -> int:
+            """How many renderers exist so far."""
+            return self._built
+
+        @contextmanager
+        def checkout(self) -> Iterator[Any]:
+            try:
+                renderer = self._idle.get_nowait()
+            except queue.Empty:
+                renderer = self._grow_or_wait()
+            try:
+                yield renderer
+            finally:
+                self._idle.put(renderer)
+
+        # Every render passes through the pool, so content-part lists are made plain text here
+        # (renderers disagree on them; see miles_verifiers._content), before any renderer runs.
+        def render(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render(plain_text_messages(messages), **kwargs)
+
+        def render_ids(self, messages: Any, **kwargs: Any) -> Any:
+            return super().render_ids(plain_text_messages(messages), **kwargs)
+
+        def bridge_to_next_turn(
+            self,
+            previous_prompt_ids: Any,
+            previous_completion_ids: Any,
+            new_messages: Any,
+            **kwargs: Any,
+        ) -> Any:
+            return super().bridge_to_next_turn(
+                previous_prompt_ids,
+                previous_completion_ids,
+                plain_text_messages(new_messages),
+                **kwargs,
+            )
+
+        def warm_up(self) -> None:
+            """Build the remaining renderers now (meant for a background thread)."""
+            while True:
+                with self._grow_lock:
+                    if self._built >= self._capacity:
+                        return
+                    self._built += 1
+                try:
+                    renderer = self._make_renderer()
+                except Exception as error:  # noqa: BLE001 - a spare is optional; built on demand later
+                    with self._grow_lock:
+                        self._built -= 1
+                    logger.warning("building a spare renderer failed: %s", error)
+                    return
+                self._idle.put(renderer)
+
+        def _grow_or_wait(self) -> Any:
+            with self._grow_lock:
+                grow = self._built < self._capacity
+                if grow:
+                    self._built += 1
+            if not grow:
+                # Renderers calls pool methods on worker threads, so blocking here is fine.
+                return self._idle.get()
+            try:
+                return self._make_renderer()
+            except BaseException:
+                with self._grow_lock:
+                    self._built -= 1
+                raise
+
+    return GrowingRendererPool
+
+
+@functools.cache
+def growing_pool_class() -> type:
+    """The pool class (built lazily so that importing this module does not import Renderers)."""
+    return _make_growing_pool_class()
+
+
+def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
+    def factory() -> Any:
+        from renderers.base import create_renderer, load_tokenizer
+
+        tokenizer = load_tokenizer(spec.tokenizer_source)
+        if spec.identity is not None:
+            # Renderers picks the renderer class from the tokenizer's name; a local path has
+            # none it knows, so name it after the registered model it is.
+            tokenizer.name_or_path = spec.identity
+        return create_renderer(
+            tokenizer, None, chat_template_kwargs=spec.chat_template_kwargs or None
+        )
+
+    return factory
+
+
+def _build_pool(spec: RendererSpec) -> Any:
+    # Import transformers (and AutoTokenizer) on this thread before any tokenizer is loaded:
+    # two threads racing through transformers' lazy imports can fail with "cannot import name
+    # 'AutoTokenizer'", and the pool may later load tokenizers on worker threads.
+    import transformers  # noqa: F401
+    from transformers import AutoTokenizer  # noqa: F401
+
+    try:
+        pool = growing_pool_class()(_renderer_factory(spec), spec.pool_size)
+    except (OSError, ValueError, TypeError, ImportError) as error:
+        raise _renderer_setup_error(spec, error) from error
+    if spec.pool_size > 1:
+        # The spare renderers load in the background: Miles starts SGLang after building the
+        # rollout function, so they are normally ready before the first request.
+        threading.Thread(target=pool.warm_up, name="renderer-pool-warm-up", daemon=True).start()
+    return pool
+
+
+def _renderer_setup_error(spec: RendererSpec, error: BaseException) -> RendererSetupError:
+    detail = f"{type(error).__name__}: {error}"
+    if "chat_template_kwargs" in str(error):
+        return RendererSetupError(
+            f"the renderer for {spec.model_label!r} rejects --apply-chat-template-kwargs "
+            f"{spec.chat_template_kwargs_json} ({detail}). Fix: pass only switches that model's "
+            "chat template has (e.g. enable_thinking for Qwen3), and name a registered Renderers "
+            f"model in {IDENTITY_FLAGS} so its renderer is known."
+        )
+    return RendererSetupError(
+        f"could not load the tokenizer/renderer for {spec.tokenizer_source!r} ({detail}). Fix: "
+        f"point {IDENTITY_FLAGS} at a tokenizer available on this machine (a local checkpoint "
+        "directory, or a hub id already in the Hugging Face cache when running offline)."
+    )
+
+
+# One pool per spec and process: tokenizers are expensive, and every VerifiersRolloutFn built
+# for the same model (train and eval, legacy and class path, repeated constructions in a test
+# session) can share them. Bounded, so a long-lived process does not hoard tokenizers.
+@functools.lru_cache(maxsize=4)
+def shared_renderer_pool(spec: RendererSpec) -> Any:
+    """The process-wide renderer pool for ``spec`` (built on first use, then reused)."""
+    return _build_pool(spec)
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+class MilesTrainClient(FixedRendererPool, TrainClient):
+    """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals.
+
+    One is made per rollout call, around that call's own transport; :meth:`end` makes every
+    later request fail at once (so cancelled episodes wind down instead of running on).
+    """
+
+    def __init__(self, transport: Any, pool: Any, spec: RendererSpec) -> None:
+        super().__init__(
+            transport,
+            pool_size=spec.pool_size,
+            renderer_model_name=spec.tokenizer_source,
+        )
+        self.use_renderer_pool(pool)
+        self._spec = spec
+        self._ended = False
+
+    def end(self) -> None:
+        """Refuse every request from now on (the owning rollout call is over)."""
+        self._ended = True
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    async def get_response(
+        self,
+        dialect: Any,
+        body: dict,
+        model: str,
+        sampling_args: Any,
+        session_id: str | None = None,
+        turn: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        if self._ended:
+            raise CallEndedError(
+                "the rollout call this request belongs to has ended (it was cancelled or "
+                "finished); the request was not sent to SGLang.",
+                status_code=_REFUSED,
+            )
+        try:
+            return await super().get_response(
+                dialect,
+                body,
+                model,
+                sampling_args,
+                session_id=session_id,
+                turn=turn,
+                headers=headers,
+            )
+        except NotImplementedError as error:
+            raise UnsupportedRequestError(
+                f"the harness sent a request the token path cannot render ({error}).",
+                "use a harness that talks to the model through /v1/chat/completions without "
+                "streaming; OpenAI Responses and Anthropic Messages requests are not rendered "
+                "to token ids.",
+            ) from error
+        except NonTextContentError as error:
+            raise UnsupportedRequestError(
+                f"{error.where} holds a content part of type {error.part_type!r}; the Miles "
+                "token path sends token ids only, so the model would never see it.",
+                "send text only (text parts are fine), or leave media tasks out of this run.",
+            ) from error
+        except ValueError as error:
+            if not is_tools_refusal(error):
+                raise
+            raise UnsupportedRequestError(
+                f"the harness offered tools, but the renderer for {self._spec.model_label!r} "
+                f"cannot render tool calls ({error}).",
+                f"name a model Renderers has a tool-capable renderer for in {IDENTITY_FLAGS} "
+                "(e.g. --sglang-tokenizer-path Qwen/Qwen3-0.6B when the checkpoint is a local "
+                "copy of that model).",
+            ) from error
+
+    async def relay(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedRequestError(
+            "the harness asked for a streamed completion; the Miles transport samples token "
+            "ids and returns them whole.",
+            "turn streaming off in the harness (stream=false).",
+        )
+
+    async def relay_aux(self, dialect: Any, route: str, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedRequestError(
+            f"the harness called the auxiliary route {route!r}, which only a provider relay "
+            "can answer.",
+            "use a chat-completions harness that does not call auxiliary routes (such as "
+            "Anthropic's count_tokens).",
+        )
+
+
+# -- transport settings from Miles' options -----------------------------------------------------
+
+
+class EngineAddressUnsetError(SetupError, ValueError):
+    """Miles has not set the SGLang router address on ``args`` yet."""
+
+
+def engine_url_from_args(args: Any) -> str:
+    """The router (or engine) base URL Miles set on ``args``, read now.
+
+    Miles builds the rollout function before it starts SGLang and fills the address in
+    afterwards, on the same ``args`` object: ``sglang_model_routers["default"]`` when it
+    serves several models, else ``sglang_router_ip``/``sglang_router_port``.
+    """
+    routers = getattr(args, "sglang_model_routers", None)
+    if isinstance(routers, Mapping) and routers.get("default"):
+        host, port = routers["default"]
+    else:
+        host = getattr(args, "sglang_router_ip", None)
+        port = getattr(args, "sglang_router_port", None)
+    if not host or not port:
+        raise EngineAddressUnsetError(
+            "the SGLang router address is not set (args.sglang_router_ip/sglang_router_port "
+            "are empty). Miles fills them in when it starts the rollout engines, after building "
+            "the rollout function; call the rollout function only after that, or pass "
+            "--sglang-router-ip and --sglang-router-port for an engine you run yourself."
+        )
+    host = str(host)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal
+    return f"http://{host}:{int(port)}"
+
+
+def build_transport_settings(options: Any, mode: str, args: Any, model_name: str) -> Any:
+    """Validated :class:`TransportSettings` for ``mode`` ("train" or "eval") of a Miles run.
+
+    The engine address is a callable over the live ``args``; the rid prefix is left unset here
+    and chosen per rollout call. Raises ``pydantic.ValidationError`` for inconsistent limits.
+    """
+    from miles_verifiers._transport import RoutingPolicy, TransportSettings
+    from miles_verifiers._transport.routers import RouterKind
+
+    sampling = options.train if mode == "train" else options.eval
+    policy = options.sglang_router_policy
+    routing = (
+        RoutingPolicy(policy)
+        if policy in (RoutingPolicy.CONSISTENT_HASHING.value, RoutingPolicy.MANUAL.value)
+        else RoutingPolicy.NONE
+    )
+    router = RouterKind.for_miles(options.use_miles_router)
+    _warn_router_drops(sampling_config_values(sampling), router, mode)
+    # With --lora-train-only the engines serve the base model only (no adapter is loaded).
+    lora_path = "miles_lora" if options.lora_enabled and not options.lora_train_only else None
+    return TransportSettings(
+        engine_url=functools.partial(engine_url_from_args, args),
+        max_response_len=sampling.max_response_len,
+        context_len=sampling.max_context_len,
+        max_prompt_len=sampling.max_prompt_len,
+        served_model_names=(model_name,),
+        stop_token_ids=tuple(sampling.stop_token_ids or ()),
+        stop=tuple(sampling.stop or ()),
+        skip_special_tokens=sampling.skip_special_tokens,
+        lora_path=lora_path,
+        routing=routing,
+        max_connections=max(1, min(options.max_concurrency, 1024)),
+        probe_engine_limits=True,
+        router=router,
+    )
+
+
+def _warn_router_drops(values: Mapping[str, Any], router: Any, mode: str) -> None:
+    """Say once, at construction, which configured sampling keys the router would drop."""
+    from miles_verifiers._transport.routers import keys_dropped_by_router
+    from miles_verifiers._transport.sampling import RENAMED_KEYS
+
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in values), router)
+    if lost:
+        logger.warning(
+            "%s sampling sets %s, which the %s in front of the engines drops without an error; "
+            "run Miles with --use-miles-router to keep them",
+            mode,
+            ", ".join(lost),
+            router.value,
+        )
+
+
+def sampling_config_values(sampling: Any, seed: int | None = None) -> dict[str, Any]:
+    """The Verifiers ``SamplingConfig`` fields for one mode's sampling options.
+
+    Template switches are not included: they are baked into the shared renderer pool.
+    """
+    values: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": sampling.max_response_len,
+    }
+    if sampling.top_k is not None:
+        values["top_k"] = sampling.top_k
+    if sampling.min_new_tokens is not None:
+        values["min_tokens"] = sampling.min_new_tokens
+    if seed is not None:
+        values["sampling_seed"] = seed
+    return values

@@ -1,0 +1,331 @@
+"""Every check the rollout function's construction makes, as one ordered table of stages.
+
+Each :class:`Stage` reads named inputs (``args``, ``environ``, ...) and the products of earlier
+stages, and returns the problems it found plus products of its own. The table is run two ways:
+
+- :func:`build`, by the constructor: stage after stage, raising the first failing stage's
+  error, so the first thing to fix is the first thing reported;
+- :func:`survey`, by ``miles-verifiers check``: every stage whose inputs exist, so that
+  independent problems (an option, a hook path, the config file) are all reported at once.
+
+The order: installed versions, Miles options, the tokenizer, the hook flags, the transport
+limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward`` sample counts, and the
+sampling seeds the run will send. Verifiers is imported lazily by the config stages, so a wrong
+verifiers version is reported by the first stage instead of surfacing as an import error.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from miles_verifiers._clients import build_transport_settings
+from miles_verifiers._config import (
+    ConfigError,
+    check_group_reward_sample_counts,
+    config_path_from_env,
+    load_env_config,
+    load_taskset,
+)
+from miles_verifiers._hooks import HookError, load_hooks
+from miles_verifiers._limit_problems import transport_limit_problems
+from miles_verifiers._options import (
+    MAX_SAMPLING_SEED,
+    InvalidOptionsError,
+    MilesOptions,
+    OptionProblem,
+    OptionsError,
+    UnsupportedOptionsError,
+    build_options,
+    find_option_problems,
+)
+from miles_verifiers._scheduling import default_dispatch_budget
+from miles_verifiers._versions import (
+    SUPPORTED_VERSIONS,
+    UnsupportedVersionError,
+    check_versions,
+    installed_versions,
+)
+
+Products = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage found: its products, or the problems (one line each) and the error the
+    constructor raises for them."""
+
+    products: Mapping[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def _failed(error: BaseException, lines: Sequence[str] | None = None) -> StageResult:
+    return StageResult(problems=tuple(lines) if lines is not None else (str(error),), error=error)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    needs: tuple[str, ...]
+    run: Callable[[Products], StageResult]
+    # When it fails nothing below can be trusted, so a survey stops there too.
+    halts: bool = False
+
+
+# -- the stages --------------------------------------------------------------------------------
+
+
+def _versions(given: Products) -> StageResult:
+    rules = SUPPORTED_VERSIONS
+    installed = installed_versions([r.distribution for r in rules], given["version_of"])
+    problems = check_versions(installed, rules)
+    if problems:
+        return _failed(UnsupportedVersionError(problems), [p.describe() for p in problems])
+    versions = {name: found for name, found in installed.items() if found is not None}
+    return StageResult({"versions": versions})
+
+
+def _options_error(problems: Sequence[OptionProblem]) -> OptionsError:
+    if any(p.kind == "unsupported" for p in problems):
+        return UnsupportedOptionsError(problems)
+    return InvalidOptionsError(problems)
+
+
+def _options(given: Products) -> StageResult:
+    args = given["args"]
+    problems = find_option_problems(args)
+    try:
+        # The typed view, even of invalid options: later stages that read only well-formed
+        # parts of it (the hook paths) can still report their own problems.
+        view: MilesOptions | None = build_options(args)
+    except (TypeError, ValueError):
+        view = None
+    products = {} if view is None else {"options_view": view}
+    if problems:
+        return StageResult(
+            products, tuple(p.describe() for p in problems), _options_error(problems)
+        )
+    return StageResult({**products, "options": view})
+
+
+def _model(given: Products) -> StageResult:
+    options: MilesOptions = given["options_view"]
+    if not options.tokenizer_source:
+        problem = OptionProblem(
+            "--hf-checkpoint",
+            "invalid",
+            "is not set (nor --sglang-tokenizer-path), so there is no tokenizer to render "
+            "prompts with.",
+            "pass --hf-checkpoint (the policy checkpoint), or --sglang-tokenizer-path.",
+        )
+        return _failed(InvalidOptionsError([problem]), [problem.describe()])
+    return StageResult({"model": options.hf_checkpoint or options.tokenizer_source})
+
+
+def _hooks(given: Products) -> StageResult:
+    options: MilesOptions = given["options_view"]
+    errors: list[HookError] = []
+    if options.group_rm and options.eval_enabled:
+        errors.append(
+            HookError(
+                "--group-rm",
+                "is set together with --eval-interval, but a group reward model cannot score "
+                "evaluation rollouts (Miles' own evaluation refuses it too).",
+                "drop --group-rm, or --eval-interval.",
+            )
+        )
+    try:
+        hooks = load_hooks(options, use_miles=given["use_miles"])
+    except HookError as error:
+        errors.append(error)
+    if errors:
+        return _failed(errors[0], [str(e) for e in errors])
+    return StageResult({"hooks": hooks})
+
+
+def _transport(given: Products) -> StageResult:
+    options: MilesOptions = given["options"]
+    templates: dict[str, Any] = {}
+    problems: list[OptionProblem] = []
+    for mode in ("train", "eval"):
+        try:
+            templates[mode] = build_transport_settings(options, mode, given["args"], given["model"])
+        except ValidationError as error:
+            sampling = options.train if mode == "train" else options.eval
+            # The stop flags serve both modes: report their problem once.
+            seen = {(p.flag, p.fix) for p in problems}
+            problems += [
+                p
+                for p in transport_limit_problems(error.errors(), mode, sampling)
+                if (p.flag, p.fix) not in seen
+            ]
+    if problems:
+        return _failed(InvalidOptionsError(problems), [p.describe() for p in problems])
+    return StageResult({"transport": templates})
+
+
+def _config(given: Products) -> StageResult:
+    try:
+        path = config_path_from_env(given["environ"])
+        config = load_env_config(path)
+    except ConfigError as error:
+        return _failed(error)
+    env_id = str(getattr(config, "env_id", None) or config.taskset.id)
+    return StageResult({"config_path": path, "config": config, "env_id": env_id})
+
+
+def _taskset(given: Products) -> StageResult:
+    try:
+        return StageResult({"taskset": load_taskset(given["config"])})
+    except ConfigError as error:
+        return _failed(error)
+
+
+def _group_reward(given: Products) -> StageResult:
+    try:
+        check_group_reward_sample_counts(given["taskset"].has_group_reward, given["options"])
+    except ConfigError as error:
+        return _failed(error)
+    return StageResult()
+
+
+def highest_sampling_seeds(
+    options: MilesOptions, num_tasks: int, dispatch_budget_factor: int
+) -> dict[str, int]:
+    """The largest sampling seed each mode can send, by mode ("train" needs --num-rollout).
+
+    A rollout's seed is ``--rollout-seed + slot * samples + k``: for evaluation the slot is a
+    task's position, for training its offset in the task stream, which grows by at most the
+    dispatch budget per training call.
+    """
+    seed = options.rollout_seed
+    highest: dict[str, int] = {}
+    if options.eval_enabled:
+        highest["eval"] = seed + num_tasks * options.n_samples_per_eval_prompt - 1
+    if options.train_enabled and options.num_rollout is not None:
+        first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
+        offsets = options.num_rollout * default_dispatch_budget(first_batch, dispatch_budget_factor)
+        highest["train"] = seed + offsets * options.n_samples_per_prompt - 1
+    return highest
+
+
+def _seeds(given: Products) -> StageResult:
+    options: MilesOptions = given["options"]
+    if not options.deterministic_inference:
+        return StageResult()  # seeds are sent only under deterministic inference
+    highest = highest_sampling_seeds(
+        options, len(given["taskset"].tasks), given["dispatch_budget_factor"]
+    )
+    over = {mode: value for mode, value in highest.items() if value > MAX_SAMPLING_SEED}
+    if not over:
+        return StageResult()
+    headroom = max(value - options.rollout_seed for value in over.values())
+    problem = OptionProblem(
+        "--rollout-seed",
+        "invalid",
+        f"is {options.rollout_seed}; the per-rollout sampling seeds derived from it reach "
+        + ", ".join(f"{value} in {mode}" for mode, value in over.items())
+        + f", beyond {MAX_SAMPLING_SEED}, the largest seed the SGLang router accepts.",
+        f"pass --rollout-seed at most {MAX_SAMPLING_SEED - headroom}.",
+    )
+    return _failed(InvalidOptionsError([problem]), [problem.describe()])
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("versions", ("version_of",), _versions, halts=True),
+    Stage("options", ("args",), _options),
+    Stage("model", ("options_view",), _model),
+    Stage("hooks", ("options_view", "use_miles"), _hooks),
+    Stage("transport", ("options", "args", "model"), _transport),
+    Stage("config", ("environ",), _config),
+    Stage("taskset", ("config",), _taskset),
+    Stage("group reward", ("taskset", "options"), _group_reward),
+    Stage("seeds", ("taskset", "options", "dispatch_budget_factor"), _seeds),
+)
+
+
+def stages_named(*names: str) -> tuple[Stage, ...]:
+    """The stages of :data:`STAGES` with these names, in table order."""
+    unknown = set(names) - {stage.name for stage in STAGES}
+    if unknown:
+        raise ValueError(f"no construction stage named {sorted(unknown)}")
+    return tuple(stage for stage in STAGES if stage.name in names)
+
+
+def inputs(
+    args: Any,
+    *,
+    environ: Mapping[str, str] | None = None,
+    use_miles: bool,
+    dispatch_budget_factor: int,
+    version_of: Callable[[str], str] = importlib.metadata.version,
+) -> dict[str, Any]:
+    """The named inputs the table reads (``environ`` None means ``os.environ``)."""
+    return {
+        "args": args,
+        "environ": environ,
+        "use_miles": use_miles,
+        "dispatch_budget_factor": dispatch_budget_factor,
+        "version_of": version_of,
+    }
+
+
+# -- running the table ---------------------------------------------------------------------------
+
+
+def build(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> dict[str, Any]:
+    """Run ``stages`` in order and return every product; raise the first failing stage's error."""
+    products = dict(given)
+    for stage in stages:
+        missing = [name for name in stage.needs if name not in products]
+        if missing:  # a table bug, not a user error: every stage before it passed
+            raise RuntimeError(f"construction stage {stage.name!r} lacks {missing}")
+        result = stage.run(products)
+        if result.error is not None:
+            raise result.error
+        products.update(result.products)
+    return products
+
+
+@dataclass(frozen=True)
+class StageReport:
+    stage: str
+    problem: str
+    error: BaseException | None
+
+
+@dataclass(frozen=True)
+class Survey:
+    problems: tuple[StageReport, ...]
+    products: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey:
+    """Run every stage whose inputs exist and collect all their problems, in table order."""
+    products = dict(given)
+    found: list[StageReport] = []
+    for stage in stages:
+        if any(name not in products for name in stage.needs):
+            continue  # an earlier stage failed to produce what this one reads
+        try:
+            result = stage.run(products)
+        except Exception as error:  # noqa: BLE001 - unanticipated by the stage; report it
+            result = _failed(error, [f"{type(error).__name__}: {error}"])
+        found += [StageReport(stage.name, line, result.error) for line in result.problems]
+        products.update(result.products)
+        if result.failed and stage.halts:
+            break
+    return Survey(tuple(found), products)

@@ -1,0 +1,499 @@
+"""The Miles rollout function: :class:`VerifiersRolloutFn` and the legacy :func:`generate_rollout`.
+
+Miles builds the function from ``RolloutFnConstructorInput(args, data_source)`` and then calls
+it once per rollout id with a train input, and now and then with an eval input, from a worker
+thread whose coroutines all run on one persistent event loop. One instance serves both.
+
+Construction checks everything before any episode can run, with the ordered stages of
+:mod:`miles_verifiers._construction` (installed versions, Miles options, the model identity, the
+hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
+sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
+nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
+read from ``args`` at call time).
+
+Each call runs in its own :class:`~miles_verifiers._episodes.CallScope` (its own Verifiers
+environment, transport and rid prefix), so a training call and an evaluation call may overlap
+on one instance without touching each other's state or requests. Training calls are
+serialized: each continues the task stream where the previous one stopped.
+
+Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
+environment variables, or the ``settings=`` argument).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from miles_verifiers import _construction as construction
+from miles_verifiers._clients import (
+    MilesTrainClient,
+    RendererSpec,
+    engine_url_from_args,
+    identify_renderer,
+    sampling_config_values,
+    shared_renderer_pool,
+)
+from miles_verifiers._config import PreparedRun
+from miles_verifiers._contract.compat import Contract, contract
+from miles_verifiers._content import check_task_prompts
+from miles_verifiers._episodes import (
+    CallScope,
+    CleanupLimits,
+    EnvironmentPool,
+    new_rid_prefix,
+    rollout_seeds,
+)
+from miles_verifiers._errors import SetupError
+from miles_verifiers._evaluation import EvalSetup, evaluate
+from miles_verifiers._hooks import MilesHooks
+from miles_verifiers._options import MilesOptions
+from miles_verifiers._runner.loop import BackgroundLoop
+from miles_verifiers._scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers._state_dir import claim as claim_state_dir
+from miles_verifiers._training import TaskStream, TrainSetup, train_rollout
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "MILES_VERIFIERS_"
+
+
+# -- settings that are not Miles flags -------------------------------------------------------------
+
+
+class SettingsError(SetupError, ValueError):
+    """A ``MILES_VERIFIERS_*`` environment variable has a value the adapter cannot use."""
+
+
+class AdapterSettings(BaseSettings):
+    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
+
+    Keyword arguments win over the environment; an empty variable counts as unset. Durations
+    must be finite: an endless wait would never end, or fail deep inside asyncio instead of here.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
+    )
+
+    renderer_pool_size: int = Field(2, ge=1, le=64)
+    """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
+    episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
+    """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
+    dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
+    """A training call dispatches at most this many times its first batch of groups."""
+    eval_groups_in_flight: int = Field(64, ge=1)
+    """Evaluation tasks whose episodes run at the same time."""
+    abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Time allowed for aborting a call's leftover requests on the engines."""
+    cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Time cancelled episodes get to stop before they are left behind."""
+    shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
+    """Time the environment's servers get to shut down at the end of a call."""
+    handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
+    """Time the interception servers wait for leftover request handlers at the end of a call."""
+
+    @classmethod
+    def from_environ(cls) -> AdapterSettings:
+        """The settings from ``MILES_VERIFIERS_*``; a bad value names its variable."""
+        try:
+            return cls()
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']}" for e in error.errors()
+            )
+            raise SettingsError(f"invalid miles-verifiers setting(s): {problems}.") from error
+
+    @property
+    def cleanup(self) -> CleanupLimits:
+        return CleanupLimits(
+            self.abort_timeout_s,
+            self.cleanup_grace_s,
+            self.shutdown_timeout_s,
+            self.handler_grace_s,
+        )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Everything built at construction."""
+
+    prepared: PreparedRun
+    options: MilesOptions
+    contract: Contract
+    hooks: MilesHooks
+    model: str
+    renderer_spec: RendererSpec
+    renderer_pool: Any
+    transport: Mapping[str, Any]  # mode -> TransportSettings template
+    environments: EnvironmentPool
+    train: TrainSetup
+    eval: EvalSetup
+    settings: AdapterSettings
+
+
+def _build_run(args: Any, settings: AdapterSettings) -> _Run:
+    chosen = contract()
+    given = construction.inputs(
+        args,
+        use_miles=chosen.source == "miles",
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+    )
+    made = construction.build(given)  # every check, in order; raises at the first failure
+    options: MilesOptions = made["options"]
+    hooks: MilesHooks = made["hooks"]
+    model: str = made["model"]
+    transport: Mapping[str, Any] = made["transport"]
+    prepared = PreparedRun(
+        made["versions"], options, made["config_path"], made["config"], made["taskset"]
+    )
+    tasks = prepared.taskset.tasks
+    # A media part would be dropped on the token path; refuse it before anything is sent.
+    check_task_prompts(tasks)
+    spec = RendererSpec.build(
+        options.tokenizer_source or model,
+        identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),
+        options.train.chat_template_kwargs,
+        settings.renderer_pool_size,
+    )
+    pool = shared_renderer_pool(spec)
+    # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
+    vocab_size = getattr(pool, "vocab_size", None)
+    transport = {
+        mode: template.model_copy(update={"vocab_size": vocab_size})
+        for mode, template in transport.items()
+    }
+    config = prepared.config
+    from verifiers.v1 import Environment
+
+    environments = EnvironmentPool(lambda: Environment(config), first=prepared.taskset.environment)
+    first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
+    train = TrainSetup(
+        tasks=tasks,
+        order=TaskOrder(len(tasks), options.rollout_seed, options.rollout_shuffle),
+        n_samples_per_prompt=options.n_samples_per_prompt,
+        rollout_batch_size=options.rollout_batch_size,
+        over_sampling_batch_size=options.over_sampling_batch_size,
+        max_dispatched=default_dispatch_budget(first_batch, settings.dispatch_budget_factor),
+        reward_key=options.train.reward_key,
+        episode_deadline_s=settings.episode_timeout_s,
+        hooks=hooks,
+        sample_cls=chosen.Sample,
+        call_dynamic_filter=chosen.call_dynamic_filter,
+    )
+    evaluation = EvalSetup(
+        tasks=tasks,
+        n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
+        reward_key=options.eval.reward_key,
+        episode_deadline_s=settings.episode_timeout_s,
+        max_groups_in_flight=settings.eval_groups_in_flight,
+        env_id=config.env_id or "verifiers",
+        hooks=hooks,
+        sample_cls=chosen.Sample,
+    )
+    return _Run(
+        prepared,
+        options,
+        chosen,
+        hooks,
+        model,
+        spec,
+        pool,
+        transport,
+        environments,
+        train,
+        evaluation,
+        settings,
+    )
+
+
+class _LoopLock:
+    """An ``asyncio.Lock`` per event loop (Miles keeps one loop, tests may use several)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+
+    def get(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            for key, (owner, _) in list(self._locks.items()):
+                if owner.is_closed():
+                    del self._locks[key]
+            entry = self._locks.get(id(loop))
+            if entry is None or entry[0] is not loop:
+                entry = (loop, asyncio.Lock())
+                self._locks[id(loop)] = entry
+            return entry[1]
+
+
+# -- the rollout function ------------------------------------------------------------------------------
+
+
+class VerifiersRolloutFn:
+    """Miles' class-path rollout function for a Verifiers V1 taskset.
+
+    ``await fn(RolloutFnTrainInput(rollout_id=k))`` returns ``RolloutFnTrainOutput`` with
+    exactly ``--rollout-batch-size`` groups of ``--n-samples-per-prompt`` samples, in task
+    order; ``await fn(RolloutFnEvalInput(rollout_id=k))`` returns ``RolloutFnEvalOutput`` for
+    every task (see :mod:`miles_verifiers._evaluation`).
+    """
+
+    def __init__(self, input: Any, *, settings: AdapterSettings | None = None) -> None:
+        self.args = input.args
+        self.data_source = input.data_source
+        self.settings = settings if settings is not None else AdapterSettings.from_environ()
+        self._run = _build_run(self.args, self.settings)
+        options = self._run.options
+        # Refuse an unwritable or shared --save now, not after the first rollout's samples.
+        save_claim = (
+            claim_state_dir(options.save_dir)
+            if options.save_dir and options.train_enabled
+            else None
+        )
+        self._release_save = (
+            weakref.finalize(self, save_claim.release) if save_claim is not None else None
+        )
+        self._stream = TaskStream(
+            self._run.train.order,
+            options.rollout_batch_size,
+            options.save_dir,
+            options.load_dir,
+            n_samples_per_prompt=options.n_samples_per_prompt,
+            over_sampling_batch_size=options.over_sampling_batch_size,
+            plan=CheckpointPlan(options.save_interval, options.num_rollout),
+        )
+        self._train_lock = _LoopLock()
+        self._warned_snapshot = False
+
+    def close(self) -> None:
+        """Release the ``--save`` directory for another rollout function (also done on GC)."""
+        if self._release_save is not None:
+            self._release_save()
+
+    @property
+    def options(self) -> MilesOptions:
+        return self._run.options
+
+    @property
+    def env_id(self) -> str:
+        return self._run.eval.env_id
+
+    @property
+    def task_stream(self) -> TaskStream:
+        return self._stream
+
+    async def __call__(self, rollout_input: Any) -> Any:
+        if getattr(rollout_input, "evaluation", False):
+            return await self.evaluate(rollout_input)
+        return await self.train(rollout_input)
+
+    # -- pieces shared by both modes
+
+    def _scope(self, mode: str) -> CallScope:
+        from miles_verifiers._transport import SGLangTransport
+        from miles_verifiers._transport.proxies import ensure_loopback_bypass
+
+        # Harnesses reach Verifiers' interception server on localhost with clients that trust
+        # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
+        # this machine, and each request carries the rollout's bearer secret and prompt).
+        added = ensure_loopback_bypass(os.environ)
+        if added:
+            logger.info(
+                "a proxy is configured but NO_PROXY lacked %s; added them so loopback traffic "
+                "(the engine, the interception server) goes direct",
+                ", ".join(added),
+            )
+        run = self._run
+        settings = run.transport[mode].model_copy(update={"rid_prefix": new_rid_prefix(mode)})
+        transport = SGLangTransport(settings)
+        client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
+        return CallScope(run.environments, transport, client, run.settings.cleanup)
+
+    async def _verify_served_model(self, scope: CallScope) -> None:
+        options = self._run.options
+        aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
+        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
+
+    def _contexts(self, scope: CallScope, mode: str) -> Any:
+        from verifiers.v1 import ModelContext, SamplingConfig
+
+        run = self._run
+        options = run.options
+        sampling = options.train if mode == "train" else options.eval
+        n = options.n_samples_per_prompt if mode == "train" else options.n_samples_per_eval_prompt
+        shared = ModelContext(
+            model=run.model,
+            client=scope.client,
+            sampling=SamplingConfig.model_validate(sampling_config_values(sampling)),
+        )
+
+        def contexts_for(slot: int) -> list[Any]:
+            if not options.deterministic_inference:
+                return [shared] * n
+            return [
+                ModelContext(
+                    model=run.model,
+                    client=scope.client,
+                    sampling=SamplingConfig.model_validate(sampling_config_values(sampling, seed)),
+                )
+                for seed in rollout_seeds(options.rollout_seed, slot, n)
+            ]
+
+        return contexts_for
+
+    # -- training
+
+    async def train(self, rollout_input: Any) -> Any:
+        rollout_id = int(rollout_input.rollout_id)
+        weight_version = getattr(rollout_input, "weight_version", None)
+        run = self._run
+        engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
+        async with self._train_lock.get():
+            await run.hooks.configure_engine_dumper(self.args)
+            async with self._scope("train") as scope:
+                # Before the first request: samples of another model must never be trained on.
+                await self._verify_served_model(scope)
+                start = self._stream.start(rollout_id)
+                result = await train_rollout(
+                    scope,
+                    run.train,
+                    self.args,
+                    start=start,
+                    weight_version=weight_version,
+                    contexts_for=self._contexts(scope, "train"),
+                    semaphore=asyncio.Semaphore(run.options.max_concurrency),
+                    data_source=self.data_source,
+                    prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
+                    prefill_sampling=self._prefill_sampling(),
+                )
+            self._stream.finish(rollout_id, result.cursor_after_dispatch, result.settlement)
+        return run.contract.RolloutFnTrainOutput(samples=result.groups, metrics=result.metrics)
+
+    def _prefill_sampling(self) -> dict[str, Any]:
+        sampling = self._run.options.train
+        return {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "max_new_tokens": sampling.max_response_len,
+        }
+
+    # -- evaluation
+
+    async def evaluate(self, rollout_input: Any) -> Any:
+        run = self._run
+        if getattr(rollout_input, "generate_state", None) is not None and not self._warned_snapshot:
+            self._warned_snapshot = True
+            logger.warning(
+                "snapshot evaluation (generate_state/hf_dir) is not supported by the Verifiers "
+                "rollout function: evaluation %s runs against the live training engines.",
+                rollout_input.rollout_id,
+            )
+        engine_url_from_args(self.args)
+        await run.hooks.configure_engine_dumper(self.args)
+        async with self._scope("eval") as scope:
+            await self._verify_served_model(scope)
+            data, metrics = await evaluate(
+                scope,
+                run.eval,
+                self.args,
+                weight_version=getattr(rollout_input, "weight_version", None),
+                contexts_for=self._contexts(scope, "eval"),
+                semaphore=asyncio.Semaphore(run.options.max_concurrency),
+            )
+        return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
+
+
+# -- the legacy entry point --------------------------------------------------------------------------------
+
+
+class _LegacyLoop:
+    """The runner's background loop, started on first use, for synchronous callers.
+
+    Used by :func:`generate_rollout` when Miles' own runner (``miles.utils.async_utils.run``)
+    is not importable; like Miles', it lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._loop: BackgroundLoop | None = None
+        self._guard = threading.Lock()
+
+    def _started(self) -> BackgroundLoop:
+        with self._guard:
+            if self._loop is None:
+                self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
+            return self._loop
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        loop = self._started()
+        if loop.is_current():
+            coroutine.close()
+            raise RuntimeError("generate_rollout cannot be called from its own event loop")
+        return loop.run(coroutine, None)
+
+
+def _miles_runner() -> Any | None:
+    try:
+        return importlib.import_module("miles.utils.async_utils").run
+    except (ImportError, AttributeError):
+        return None
+
+
+LEGACY_CACHE_SIZE = 4
+
+# Process-wide on purpose: the legacy path hands a plain function the same (args, data_source)
+# on every call, so the instance (and its task stream) must outlive each call. Bounded.
+_legacy_instances: OrderedDict[tuple[int, int], tuple[Any, Any, VerifiersRolloutFn]] = OrderedDict()
+_legacy_guard = threading.Lock()
+_legacy_loop = _LegacyLoop()
+
+
+def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:
+    key = (id(args), id(data_source))
+    with _legacy_guard:
+        entry = _legacy_instances.get(key)
+        # Compare identities too: an id can be reused once the original object is gone.
+        if entry is not None and entry[0] is args and entry[1] is data_source:
+            _legacy_instances.move_to_end(key)
+            return entry[2]
+    fn = VerifiersRolloutFn(
+        contract().RolloutFnConstructorInput(args=args, data_source=data_source)
+    )
+    with _legacy_guard:
+        _legacy_instances[key] = (args, data_source, fn)
+        _legacy_instances.move_to_end(key)
+        while len(_legacy_instances) > LEGACY_CACHE_SIZE:
+            _legacy_instances.popitem(last=False)
+    return fn
+
+
+def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    """Miles' legacy rollout entry point (``MILES_USE_LEGACY_ROLLOUT_V1=1``).
+
+    Synchronous: builds (once per ``args``/``data_source``) a :class:`VerifiersRolloutFn`, the
+    same one for training and evaluation, and runs the call on a persistent background event
+    loop (Miles' own when importable). Returns the typed train or eval output.
+    """
+    fn = _legacy_instance(args, data_source)
+    types = contract()
+    rollout_input = (
+        types.RolloutFnEvalInput(rollout_id=rollout_id)
+        if evaluation
+        else types.RolloutFnTrainInput(rollout_id=rollout_id)
+    )
+    runner = _miles_runner()
+    coroutine = fn(rollout_input)
+    if runner is not None:
+        return runner(coroutine)
+    return _legacy_loop.run(coroutine)

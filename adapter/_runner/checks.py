@@ -1,0 +1,174 @@
+"""``check``: everything the rollout function's construction would refuse, without running it.
+
+It surveys the stages of :mod:`miles_verifiers._construction`, the table the constructor runs,
+but does not stop at the first failing stage: every stage whose inputs exist runs, so
+independent problems (options, hook paths, the config file) are reported together. Only when
+every stage passes is the rollout function itself constructed, which is what Miles does before
+any engine exists, so no engine is contacted at any point.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers import _construction as construction
+from miles_verifiers._clients import sampling_config_values
+from miles_verifiers._contract.compat import contract
+from miles_verifiers._options import MilesOptions, SamplingOptions
+from miles_verifiers._transport.routers import RouterKind, keys_dropped_by_router
+from miles_verifiers._transport.sampling import RENAMED_KEYS
+
+
+@dataclass(frozen=True)
+class CheckProblem:
+    stage: str
+    message: str
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    env_id: str
+    config_path: Path
+    tasks: int
+    group_reward: bool
+    rollout_batch_size: int
+    n_samples_per_prompt: int
+    n_samples_per_eval_prompt: int
+    over_sampling_batch_size: int
+    max_concurrency: int
+    tokenizer: str | None
+    train: SamplingOptions
+    eval: SamplingOptions | None
+    router: RouterKind = RouterKind.SGLANG_ROUTER
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    problems: tuple[CheckProblem, ...]
+    summary: CheckSummary | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def router_sampling_problem(
+    sampling_keys: Sequence[str], router: RouterKind, mode: str
+) -> CheckProblem | None:
+    """A problem when ``router`` would silently drop one of the sampling keys a mode sends."""
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in sampling_keys), router)
+    if not lost:
+        return None
+    return CheckProblem(
+        "router",
+        f"{mode} sampling sets {', '.join(lost)}, which the {router.value} in front of the "
+        "engines drops without an error (it would have no effect). Run Miles with "
+        "--use-miles-router, whose router forwards every key, or remove it.",
+    )
+
+
+def _router_problems(options: MilesOptions) -> list[CheckProblem]:
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    found = (
+        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
+        for mode, sampling in modes
+    )
+    return [problem for problem in found if problem is not None]
+
+
+def _environment_settings() -> tuple[int, list[CheckProblem]]:
+    """The dispatch budget factor the constructor will use, or the default and the problem."""
+    from miles_verifiers._rollout import AdapterSettings
+
+    try:
+        return AdapterSettings.from_environ().dispatch_budget_factor, []
+    except ValueError as error:
+        factor = AdapterSettings.model_fields["dispatch_budget_factor"].default
+        return factor, [CheckProblem("settings", str(error), error)]
+
+
+def check_construction(
+    args: argparse.Namespace,
+    construct: Callable[[argparse.Namespace], Any],
+    environ: Mapping[str, str] | None = None,
+    known_problems: Sequence[CheckProblem] = (),
+) -> CheckReport:
+    """Every construction problem of ``args`` plus the config in ``environ`` (``os.environ``
+    by default); ``construct`` builds the rollout function once the rest passes.
+
+    ``known_problems`` (found by the caller while reading the command line) come first; one
+    in the ``config`` stage means there is no config to load, so that stage is skipped.
+    """
+    factor, problems = _environment_settings()
+    problems = list(known_problems) + problems
+    given = construction.inputs(
+        args,
+        environ=environ,
+        use_miles=contract().source == "miles",
+        dispatch_budget_factor=factor,
+    )
+    if any(p.stage == "config" for p in known_problems):
+        del given["environ"]  # no config to load: the stages reading it are skipped
+    found = construction.survey(given)
+    problems += [CheckProblem(p.stage, p.problem, p.error) for p in found.problems]
+    if "options" in found.products:
+        problems += _router_problems(found.products["options"])
+    if problems:
+        return CheckReport(tuple(problems), None)
+
+    try:
+        construct(args)
+    except Exception as error:  # noqa: BLE001 - a constructor may raise anything; report it
+        text = f"{type(error).__name__}: {str(error).strip() or type(error).__name__}"
+        return CheckReport((CheckProblem("constructor", text, error),), None)
+
+    made = found.products
+    options = made["options"]
+    taskset = made["taskset"]
+    summary = CheckSummary(
+        env_id=made["env_id"],
+        config_path=made["config_path"],
+        tasks=len(taskset.tasks),
+        group_reward=taskset.has_group_reward,
+        rollout_batch_size=options.rollout_batch_size,
+        n_samples_per_prompt=options.n_samples_per_prompt,
+        n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
+        over_sampling_batch_size=options.over_sampling_batch_size,
+        max_concurrency=options.max_concurrency,
+        tokenizer=options.tokenizer_source,
+        train=options.train,
+        eval=options.eval if options.eval_enabled else None,
+        router=RouterKind.for_miles(options.use_miles_router),
+    )
+    return CheckReport((), summary)
+
+
+def describe_sampling(sampling: SamplingOptions) -> str:
+    """One line of the sampling a mode will use."""
+    parts = [
+        f"temperature {sampling.temperature:g}",
+        f"top_p {sampling.top_p:g}",
+        f"top_k {sampling.top_k}",
+        f"max_tokens {sampling.max_response_len}",
+    ]
+    if sampling.max_context_len is not None:
+        parts.append(f"context cap {sampling.max_context_len}")
+    if sampling.max_prompt_len is not None:
+        parts.append(f"first-prompt cap {sampling.max_prompt_len}")
+    if sampling.min_new_tokens is not None:
+        parts.append(f"min_tokens {sampling.min_new_tokens}")
+    if sampling.stop:
+        parts.append(f"stop {list(sampling.stop)}")
+    if sampling.stop_token_ids:
+        parts.append(f"stop ids {list(sampling.stop_token_ids)}")
+    if sampling.chat_template_kwargs:
+        parts.append(f"chat template {dict(sampling.chat_template_kwargs)}")
+    if sampling.reward_key:
+        parts.append(f"reward key {sampling.reward_key!r}")
+    return ", ".join(parts)

@@ -1,0 +1,186 @@
+"""``miles-verifiers rollout``: run training rollouts (and evaluations) exactly as Miles calls
+the Verifiers rollout function, against the embedded loopback engine or a real SGLang."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers._runner.arguments import (
+    cli_namespace,
+    new_subparser,
+    resolve_config_option,
+    rollout_function_path,
+    wants_fixture_tokenizers,
+)
+from miles_verifiers._runner.environment import (
+    require_embeddable,
+    tokenizer_source,
+    use_fixture_tokenizers,
+    verifiers_config,
+)
+from miles_verifiers._runner.outputs import check_output_paths
+from miles_verifiers._runner.progress import ProgressObserver
+from miles_verifiers._runner.reporting import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    report_error,
+)
+from miles_verifiers._runner.schedule import PlannedCall, plan_calls
+from miles_verifiers._runner.session import RunRequest, RunResult, SilentObserver, run_rollouts
+from miles_verifiers._runner.summary import eval_table, summary_table
+from rich.console import Console
+
+COMMAND = "rollout"
+DEFAULT_OUTPUT = Path("out/samples.jsonl")
+DEFAULT_METRICS_OUTPUT = Path("out/metrics.json")
+DEFAULT_CALL_TIMEOUT_S = 1800.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rollout`` to the ``miles-verifiers`` command line."""
+    parser = new_subparser(
+        subparsers,
+        COMMAND,
+        help="run Miles training rollouts (and evals) through the Verifiers rollout function",
+        description=(
+            "Build Miles' argument namespace from Miles flags, construct the rollout function "
+            "as Miles does, then run --num-rollout training calls (and evaluations every "
+            "--eval-interval) against the embedded loopback engine or --engine-url. Writes "
+            "the samples as JSON lines and the metrics as JSON."
+        ),
+    )
+    add_run_arguments(parser)
+    parser.set_defaults(handler=run_command)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("run options")
+    group.add_argument(
+        "--engine-url",
+        default=None,
+        help="http://host:port of a real SGLang router or engine (default: the address in "
+        "--sglang-router-ip/--sglang-router-port when both are given, else an embedded "
+        "loopback engine serving --hf-checkpoint)",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help="samples, JSON lines (default: %(default)s)",
+    )
+    group.add_argument(
+        "--metrics-output",
+        type=Path,
+        default=DEFAULT_METRICS_OUTPUT,
+        help="metrics, JSON (default: %(default)s)",
+    )
+    group.add_argument(
+        "--call-timeout",
+        type=float,
+        default=DEFAULT_CALL_TIMEOUT_S,
+        help="seconds one rollout call may take before the run fails (default: %(default)s)",
+    )
+    group.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bar"
+    )
+
+
+def require_positive_seconds(value: float | None, flag: str) -> None:
+    """Refuse a duration that is not a positive, finite number (None: no limit)."""
+    # NaN passes every comparison and inf overflows the thread wait, so check finiteness too.
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"{flag} is {value!r}; it must be a positive, finite number of seconds. Fix: pass "
+            f"e.g. {flag} {DEFAULT_CALL_TIMEOUT_S:g}."
+        )
+
+
+def run_command(cli: argparse.Namespace) -> int:
+    return run_with_preset(cli, COMMAND)
+
+
+def engine_url_for(cli: argparse.Namespace, args: argparse.Namespace) -> str | None:
+    """``--engine-url``, else the router address given as Miles flags, else None (embedded)."""
+    if cli.engine_url:
+        return str(cli.engine_url)
+    host, port = args.sglang_router_ip, args.sglang_router_port
+    if host and port:
+        host = f"[{host}]" if ":" in str(host) and not str(host).startswith("[") else host
+        return f"http://{host}:{port}"
+    return None
+
+
+def _plan(args: argparse.Namespace) -> list[PlannedCall]:
+    return plan_calls(
+        num_rollout=args.num_rollout,
+        start_rollout_id=args.start_rollout_id,
+        eval_interval=args.eval_interval,
+        skip_eval_before_train=bool(args.skip_eval_before_train),
+    )
+
+
+def run_with_preset(
+    cli: argparse.Namespace, command: str, preset: Mapping[str, Any] | None = None
+) -> int:
+    """The rollout command, with ``preset`` Miles flag values under the user's own."""
+    debug = bool(getattr(cli, "debug", False))
+    try:
+        config_path = resolve_config_option(cli)
+        args = cli_namespace(cli, config_path, preset)
+        calls = _plan(args)
+        engine_url = engine_url_for(cli, args)
+        model = tokenizer_source(args.hf_checkpoint, args.sglang_tokenizer_path)
+        engine_model = model if engine_url else require_embeddable(model)
+        require_positive_seconds(cli.call_timeout, "--call-timeout")
+        check_output_paths(cli.output, cli.metrics_output)
+    except ValueError as error:
+        report_error(command, error, debug=debug)
+        return EXIT_USAGE
+
+    request = RunRequest(
+        args=args,
+        calls=tuple(calls),
+        rollout_function_path=rollout_function_path(args),
+        engine_url=engine_url,
+        engine_model=str(engine_model),
+        output=cli.output,
+        metrics_output=cli.metrics_output,
+        call_timeout_s=cli.call_timeout,
+    )
+    console = Console(stderr=True)
+    try:
+        if wants_fixture_tokenizers(cli, args):
+            use_fixture_tokenizers()
+        with verifiers_config(config_path):
+            observer = ProgressObserver(calls, console) if cli.progress else None
+            with observer if observer is not None else contextlib.nullcontext():
+                result = run_rollouts(request, observer or SilentObserver())
+    except KeyboardInterrupt:
+        console.print(
+            f"miles-verifiers {command}: interrupted; {cli.output} and {cli.metrics_output} "
+            "are left as they were before this run",
+            markup=False,
+        )
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - every failure becomes one clear message
+        report_error(command, error, debug=debug)
+        return EXIT_FAILURE
+    print_result(result, Console())
+    return 0
+
+
+def print_result(result: RunResult, console: Console) -> None:
+    console.print(summary_table(result.summary))
+    table = eval_table(result.summary)
+    if table is not None:
+        console.print(table)
+    console.print(
+        f"samples: {result.samples_written} lines in {result.output}", markup=False, soft_wrap=True
+    )
+    console.print(f"metrics: {result.metrics_output}", markup=False, soft_wrap=True)
