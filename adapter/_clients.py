@@ -465,6 +465,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
     and chosen per rollout call. Raises ``pydantic.ValidationError`` for inconsistent limits.
     """
     from miles_verifiers._transport import RoutingPolicy, TransportSettings
+    from miles_verifiers._transport.routers import RouterKind
 
     sampling = options.train if mode == "train" else options.eval
     policy = options.sglang_router_policy
@@ -473,6 +474,8 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
         if policy in (RoutingPolicy.CONSISTENT_HASHING.value, RoutingPolicy.MANUAL.value)
         else RoutingPolicy.NONE
     )
+    router = RouterKind.for_miles(options.use_miles_router)
+    _warn_router_drops(sampling_config_values(sampling), router, mode)
     # With --lora-train-only the engines serve the base model only (no adapter is loaded).
     lora_path = "miles_lora" if options.lora_enabled and not options.lora_train_only else None
     return TransportSettings(
@@ -487,7 +490,25 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
         lora_path=lora_path,
         routing=routing,
         max_connections=max(1, min(options.max_concurrency, 1024)),
+        probe_engine_limits=True,
+        router=router,
     )
+
+
+def _warn_router_drops(values: Mapping[str, Any], router: Any, mode: str) -> None:
+    """Say once, at construction, which configured sampling keys the router would drop."""
+    from miles_verifiers._transport.routers import keys_dropped_by_router
+    from miles_verifiers._transport.sampling import RENAMED_KEYS
+
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in values), router)
+    if lost:
+        logger.warning(
+            "%s sampling sets %s, which the %s in front of the engines drops without an error; "
+            "run Miles with --use-miles-router to keep them",
+            mode,
+            ", ".join(lost),
+            router.value,
+        )
 
 
 def sampling_config_values(sampling: Any, seed: int | None = None) -> dict[str, Any]:

@@ -82,6 +82,56 @@ def world(
     return MilesWorld(adapter_class, contract, engine, host, port, miles_loop)
 
 
+# Production deployments (the topology in front of the engines, and the SGLang version they
+# imitate): the real Rust router, a raw proxy like Miles' own router, a bare worker.
+DEPLOYMENT_VERSIONS = ("0.5.16-fork", "0.5.23")
+DEPLOYMENTS = tuple(
+    f"{topology}@{version}"
+    for topology in ("sglang-router", "pass-through", "direct")
+    for version in DEPLOYMENT_VERSIONS
+)
+
+
+@pytest.fixture(scope="session", params=DEPLOYMENTS)
+def deployment_world(
+    request: pytest.FixtureRequest,
+    adapter_class: type,
+    contract: Any,
+    miles_loop: MilesLoop,
+) -> Iterator[MilesWorld]:
+    """A world whose engine is a production deployment; cases whose router cannot start skip."""
+    from conformance.world import EnginePool, MilesWorld, RecordingEngine
+    from miles_verifiers_testkit.engine import EngineConfig
+    from miles_verifiers_testkit.engine.model import load_model_profile
+    from miles_verifiers_testkit.engine.topology import TopologyUnavailable, serve_topology
+
+    topology, _, version = request.param.partition("@")
+    config = EngineConfig(model="Qwen/Qwen3-0.6B", sglang_version=version, router=False)
+    count = 1 if topology == "direct" else 2
+    profile = load_model_profile(config.model, None)  # one tokenizer load for every worker
+    engines = [RecordingEngine(config, model=profile) for _ in range(count)]
+    try:
+        with serve_topology(topology, engines) as running:
+            url = httpx_url(running.url)
+            yield MilesWorld(
+                adapter_class,
+                contract,
+                EnginePool(engines),  # type: ignore[arg-type]
+                url.host,
+                url.port or 80,
+                miles_loop,
+                deployment=request.param,
+            )
+    except TopologyUnavailable as exc:
+        pytest.skip(f"deployment {request.param} cannot run here: {exc}")
+
+
+def httpx_url(url: str) -> Any:
+    import httpx
+
+    return httpx.URL(url)
+
+
 @pytest.fixture(scope="session")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scratch space shared by hypothesis examples (configs, --save directories)."""

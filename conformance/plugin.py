@@ -99,6 +99,8 @@ class ConformanceReporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.clauses_by_test: dict[str, tuple[str, ...]] = {}
+        # The deployment ("<topology>@<sglang version>") a test ran under, when it has one.
+        self.deployment_of: dict[str, str] = {}
         self.results: dict[str, ItemResult] = {}
         self.written: list[Path] = []
         self.summary: Mapping[str, int] = {}
@@ -134,6 +136,10 @@ class ConformanceReporter:
             ids = tuple(cid for mark in item.iter_markers("clause") for cid in mark.args)
             if ids:
                 self.clauses_by_test[item.nodeid] = ids
+                callspec = getattr(item, "callspec", None)
+                deployment = callspec.params.get("deployment_world") if callspec else None
+                if isinstance(deployment, str):
+                    self.deployment_of[item.nodeid] = deployment
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.nodeid not in self.clauses_by_test:
@@ -145,7 +151,13 @@ class ConformanceReporter:
         if outcome is None:
             return
         duration = (previous.duration_s if previous else 0.0) + report.duration
-        self.results[report.nodeid] = ItemResult(report.nodeid, outcome, reason, round(duration, 3))
+        self.results[report.nodeid] = ItemResult(
+            report.nodeid,
+            outcome,
+            reason,
+            round(duration, 3),
+            self.deployment_of.get(report.nodeid, ""),
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -29,6 +29,8 @@ class ItemResult:
     outcome: Outcome
     reason: str = ""
     duration_s: float = 0.0
+    # "<topology>@<sglang version>" for runs under a production deployment, else "".
+    deployment: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class ConformanceReport:
             tally = _tally(t.outcome for t in c.tests)
             tests = ", ".join(f"{n} {k}" for k, n in tally.items()) or "none"
             lines.append(f"| {c.id} | {_badge(c.outcome)} | {_md_cell(c.text)} | {tests} |")
+        lines += _deployment_lines(self.clauses)
         details = [c for c in self.clauses if c.reasons]
         if details:
             lines += ["", "## Failures and skips", ""]
@@ -98,6 +101,29 @@ class ConformanceReport:
                 lines += [f"- `{_first_line(r)}`" for r in c.reasons]
                 lines.append("")
         return "\n".join(lines).rstrip() + "\n"
+
+
+def _deployment_lines(clauses: Sequence[ClauseResult]) -> list[str]:
+    """A table of every clause run under a production deployment, one row per deployment."""
+    rows: list[str] = []
+    for c in clauses:
+        by_deployment: dict[str, list[Outcome]] = {}
+        for t in c.tests:
+            if t.deployment:
+                by_deployment.setdefault(t.deployment, []).append(t.outcome)
+        for deployment, outcomes in by_deployment.items():
+            topology, _, version = deployment.partition("@")
+            rows.append(f"| {c.id} | {topology} | {version} | {_badge(_combine(outcomes))} |")
+    if not rows:
+        return []
+    header = [
+        "",
+        "## By deployment",
+        "",
+        "| Clause | Topology | SGLang | Outcome |",
+        "| --- | --- | --- | --- |",
+    ]
+    return header + rows
 
 
 def clause_results(

@@ -19,12 +19,24 @@ from conformance.budget import budget
 from conformance.checks import check_round_trip, check_train_output
 from conformance.miles_side import miles_args
 from conformance.world import GenerateCall, MilesWorld, write_config
-from miles_verifiers_testkit.engine.schema_gate import SAMPLING_FIELDS_0_5_15
+from miles_verifiers_testkit.engine.schema_gate import (
+    SGLANG_INSTALL_HINT,
+    installed_sglang_version,
+    load_sglang_api_types,
+)
 
-# The sampling keys SGLang 0.5.15 accepts (the older, stricter release Miles supports; 0.5.23
-# adds beam_width and watermark), as the loopback engine's schema gate knows them: any other
-# key is a 500 (0.5.15) or a 400 (0.5.23).
-SGLANG_SAMPLING_KEYS = frozenset(SAMPLING_FIELDS_0_5_15)
+
+def installed_sampling_keys() -> frozenset[str] | None:
+    """The fields of the installed SGLang's ``SamplingParams`` (its msgspec request schema, read
+    by file path), or None when sglang is not installed. Keys the older 0.5.16 fork lacks are
+    caught separately: the engine imitating it answers 500 to them, failing the status check."""
+    module = load_sglang_api_types()
+    if module is None:
+        return None
+    return frozenset(module.SamplingParams.__struct_fields__)
+
+
+SGLANG_SAMPLING_KEYS = installed_sampling_keys()
 # Qwen3's generation prompt, and the empty thinking block enable_thinking=false adds to it.
 QWEN3_ASSISTANT_OPEN = [151644, 77091, 198]
 QWEN3_EMPTY_THINKING = [151667, 271, 151668, 271]
@@ -54,9 +66,10 @@ def check_payload(call: GenerateCall, args: Any) -> None:
     assert call.status == 200, (
         f"the engine refused a request ({call.status}): {str(call.response)[:300]}"
     )  # TRP-1
-    unknown = set(params) - SGLANG_SAMPLING_KEYS
+    unknown = set(params) - (SGLANG_SAMPLING_KEYS or set(params))
     assert not unknown, (
-        f"sampling_params carries keys SGLang does not accept: {sorted(unknown)}"
+        f"sampling_params carries keys SGLang {installed_sglang_version()}'s SamplingParams "
+        f"does not define: {sorted(unknown)}"
     )  # TRP-1
     new_tokens = params.get("max_new_tokens")
     assert isinstance(new_tokens, int), "every request must bound max_new_tokens"  # TRP-2
@@ -84,6 +97,17 @@ def check_payload(call: GenerateCall, args: Any) -> None:
     assert call.input_ids[-len(expected_tail) :] == expected_tail, (
         "the prompt does not end with the generation prompt --apply-chat-template-kwargs asks for"
     )
+
+
+@pytest.mark.clause("TRP-1")
+def test_payload_keys_are_checked_against_the_installed_sglangs_sampling_params() -> None:
+    module = load_sglang_api_types()
+    if module is None:
+        pytest.skip(
+            "sglang is not installed, so payload keys are not checked against its "
+            f"SamplingParams; install it without dependencies: {SGLANG_INSTALL_HINT}"
+        )
+    assert SGLANG_SAMPLING_KEYS == frozenset(module.SamplingParams.__struct_fields__)
 
 
 @pytest.mark.clause("TRP-1", "TRP-2", "TRP-3", "TRP-4")

@@ -26,13 +26,14 @@ from miles_verifiers_testkit.miles import (
     task_prompts,
     write_config,
 )
-from miles_verifiers_testkit.miles.engine import QUIET_WAIT_S
+from miles_verifiers_testkit.miles.engine import QUIET_WAIT_S, EnginePool
 
 __all__ = [
     "CONFIG_ENV_VAR",
     "DEFAULT_DEADLINE_S",
     "FIXTURE_CONFIGS",
     "QUIET_WAIT_S",
+    "EnginePool",
     "GenerateCall",
     "MilesWorld",
     "RecordingEngine",

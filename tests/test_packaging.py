@@ -19,7 +19,8 @@ def _package_folders(folder: Path, name: str) -> set[str]:
     found = {name}
     for init in folder.rglob("__init__.py"):
         rel = init.parent.relative_to(folder)
-        if rel.parts and "environments" not in rel.parts and "__pycache__" not in rel.parts:
+        # Skipped: the taskset distributions, and what builds and caches leave behind.
+        if rel.parts and not {"environments", "build", "__pycache__"} & set(rel.parts):
             found.add(".".join([name, *rel.parts]))
     return found
 

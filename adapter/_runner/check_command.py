@@ -32,6 +32,8 @@ from miles_verifiers._runner.environment import use_fixture_tokenizers, verifier
 from miles_verifiers._runner.loading import build_rollout_function
 from miles_verifiers._runner.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers._runner.schedule import plan_calls
+from miles_verifiers._transport.routers import RUST_ROUTER_SAMPLING_KEYS, RouterKind
+from miles_verifiers._transport.sampling import SGLANG_SAMPLING_KEYS
 
 COMMAND = "check"
 
@@ -106,6 +108,16 @@ def _batch_line(summary: CheckSummary) -> str:
     )
 
 
+def _router_line(summary: CheckSummary) -> str:
+    if summary.router is RouterKind.SGLANG_ROUTER:
+        dropped = sorted(SGLANG_SAMPLING_KEYS - RUST_ROUTER_SAMPLING_KEYS)
+        return (
+            f"{summary.router.value} (Rust); it drops the sampling keys {', '.join(dropped)} "
+            "(none configured here)"
+        )
+    return f"{summary.router.value} (--use-miles-router); every sampling key reaches the engines"
+
+
 def print_report(report: CheckReport, console: Console, *, debug: bool = False) -> None:
     if not report.ok:
         count = len(report.problems)
@@ -132,6 +144,7 @@ def print_report(report: CheckReport, console: Console, *, debug: bool = False) 
         ("concurrency", str(summary.max_concurrency)),
         ("tokenizer", str(summary.tokenizer)),
         ("train sampling", describe_sampling(summary.train)),
+        ("router", _router_line(summary)),
     ]
     if summary.eval is not None:
         lines.append(("eval sampling", describe_sampling(summary.eval)))

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers import _construction as construction
+from miles_verifiers._clients import sampling_config_values
 from miles_verifiers._contract.compat import contract
-from miles_verifiers._options import SamplingOptions
+from miles_verifiers._options import MilesOptions, SamplingOptions
+from miles_verifiers._transport.routers import RouterKind, keys_dropped_by_router
+from miles_verifiers._transport.sampling import RENAMED_KEYS
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class CheckSummary:
     tokenizer: str | None
     train: SamplingOptions
     eval: SamplingOptions | None
+    router: RouterKind = RouterKind.SGLANG_ROUTER
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,31 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def router_sampling_problem(
+    sampling_keys: Sequence[str], router: RouterKind, mode: str
+) -> CheckProblem | None:
+    """A problem when ``router`` would silently drop one of the sampling keys a mode sends."""
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in sampling_keys), router)
+    if not lost:
+        return None
+    return CheckProblem(
+        "router",
+        f"{mode} sampling sets {', '.join(lost)}, which the {router.value} in front of the "
+        "engines drops without an error (it would have no effect). Run Miles with "
+        "--use-miles-router, whose router forwards every key, or remove it.",
+    )
+
+
+def _router_problems(options: MilesOptions) -> list[CheckProblem]:
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    found = (
+        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
+        for mode, sampling in modes
+    )
+    return [problem for problem in found if problem is not None]
 
 
 def _environment_settings() -> tuple[int, list[CheckProblem]]:
@@ -88,6 +117,8 @@ def check_construction(
         del given["environ"]  # no config to load: the stages reading it are skipped
     found = construction.survey(given)
     problems += [CheckProblem(p.stage, p.problem, p.error) for p in found.problems]
+    if "options" in found.products:
+        problems += _router_problems(found.products["options"])
     if problems:
         return CheckReport(tuple(problems), None)
 
@@ -113,6 +144,7 @@ def check_construction(
         tokenizer=options.tokenizer_source,
         train=options.train,
         eval=options.eval if options.eval_enabled else None,
+        router=RouterKind.for_miles(options.use_miles_router),
     )
     return CheckReport((), summary)
 

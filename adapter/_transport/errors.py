@@ -10,6 +10,8 @@ here. The functions are pure: they only build exception objects.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -46,7 +48,15 @@ _CONTEXT_LENGTH_PHRASES = (
     "longer than the model",
     "prompt is too long",
     "prompt_too_long",
+    # SGLang's scheduler: a prompt at or over max_req_input_len, or one its KV pool cannot hold.
+    "exceeds the maximum allowed length",
+    "kv memory budget",
 )
+
+
+# The Rust sglang-router's 422 text names the JSON path it could not read, e.g.
+# "...into the target type: sampling_params.sampling_seed: invalid value: ...".
+_ROUTER_FIELD = re.compile(r"target type: ([A-Za-z_][\w.\[\]]*):")
 
 
 # --- refusals decided before anything is sent -------------------------------------------------
@@ -180,18 +190,38 @@ def _json_body(response: httpx.Response) -> object | None:
         return None
 
 
-def error_for_status(response: httpx.Response) -> Exception:
+# What SGLang's HTTP server answers for an exception its handler does not catch.
+_UNCAUGHT_ERROR_TEXT = "internal server error"
+
+
+def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()) -> Exception:
     """The exception for a non-2xx SGLang answer.
 
     A 400 saying the prompt does not fit the context window is an ``OverlongPromptError`` (a
     clean ``context_length`` stop); every other status becomes the matching ``openai`` class, so
-    Verifiers records a ``ProviderError`` with that status.
+    Verifiers records a ``ProviderError`` with that status. A bare 500 names ``sampling_keys``
+    (the request's): SGLang before 0.5.23 answers that when it cannot build its
+    ``SamplingParams`` from them, and says nothing else.
     """
     status = response.status_code
     reason = engine_error_message(response)
     message = f"SGLang answered HTTP {status}: {reason}"
+    if status == 500 and reason.strip().casefold() == _UNCAUGHT_ERROR_TEXT and sampling_keys:
+        message += (
+            f" (SGLang 0.5.16 and older answer this when a sampling param cannot be used; this "
+            f"request set {', '.join(sorted(sampling_keys))})"
+        )
     if status == 400 and is_context_length_message(reason):
         return OverlongPromptError(message)
+    if status == 422:
+        # Only the Rust sglang-router says 422 (SGLang itself says 400): its typed request
+        # struct could not hold a field. The same body will never be accepted.
+        field = _ROUTER_FIELD.search(reason)
+        named = f" field {field.group(1)!r}" if field else " request body"
+        message = (
+            f"the SGLang router refused the{named} (HTTP 422, not retried): {reason}. Fix the "
+            "value in the sampling settings or drop it"
+        )
     body = _json_body(response)
     if status >= 500:
         return openai.InternalServerError(message, response=response, body=body)

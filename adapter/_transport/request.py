@@ -14,6 +14,7 @@ from typing import Any
 from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers._transport.errors import InvalidPrompt, MultimodalNotSupported, RequestRejected
+from miles_verifiers._transport.limits import EngineLimits
 from miles_verifiers._transport.sampling import translate_sampling
 from miles_verifiers._transport.settings import TransportSettings
 
@@ -107,6 +108,7 @@ def build_generate_call(
     rid: str,
     session_id: str | None,
     first_prompt: bool,
+    engine_limits: EngineLimits | None = None,
 ) -> GenerateCall:
     """Translate one Renderers request into an SGLang ``/generate`` call.
 
@@ -126,7 +128,10 @@ def build_generate_call(
             f"{limit} (max_prompt_len)"
         )
     sampling = translate_sampling(
-        body.get("sampling_params"), settings=settings, prompt_len=len(prompt)
+        body.get("sampling_params"),
+        settings=settings,
+        prompt_len=len(prompt),
+        engine_limits=engine_limits,
     )
     payload: dict[str, Any] = {
         "rid": rid,

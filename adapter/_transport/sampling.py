@@ -16,6 +16,8 @@ from typing import Any, TypeGuard
 from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers._transport.errors import InvalidSamplingParams
+from miles_verifiers._transport.limits import EngineLimits
+from miles_verifiers._transport.sampling_types import check_sampling_types
 from miles_verifiers._transport.settings import TransportSettings
 
 __all__ = [
@@ -109,13 +111,30 @@ def new_token_budget(
     prompt_len: int,
     max_response_len: int,
     context_len: int | None,
+    engine_limits: EngineLimits | None = None,
 ) -> int:
     """``max_new_tokens`` for one request: the request's own ask, capped by the response limit
     and by what the context window leaves after the prompt.
 
-    Raises ``OverlongPromptError`` when the prompt leaves no room for even one token.
+    Raises ``OverlongPromptError`` when the prompt leaves no room for even one token, or is at
+    or over the prompt limit the engine reported (SGLang would refuse it with a 400).
     """
     budget = max_response_len if requested is None else min(requested, max_response_len)
+    if engine_limits is not None:
+        limit = engine_limits.max_req_input_len
+        if limit is not None and prompt_len >= limit:
+            raise OverlongPromptError(
+                f"the prompt has {prompt_len} tokens; the SGLang engine accepts prompts of fewer "
+                f"than {limit} tokens (its max_req_input_len, from its context length and KV pool)"
+            )
+        room = engine_limits.new_token_room(prompt_len)
+        if room is not None and room <= 0:
+            raise OverlongPromptError(
+                f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
+                f"SGLang engine's context length of {engine_limits.context_length} tokens"
+            )
+        if room is not None:
+            budget = min(budget, room)
     if context_len is not None:
         room = context_len - prompt_len
         if room <= 0:
@@ -138,7 +157,11 @@ def _requested_max_new_tokens(value: object) -> int | None:
 
 
 def translate_sampling(
-    raw: Mapping[str, Any] | None, *, settings: TransportSettings, prompt_len: int
+    raw: Mapping[str, Any] | None,
+    *,
+    settings: TransportSettings,
+    prompt_len: int,
+    engine_limits: EngineLimits | None = None,
 ) -> SamplingTranslation:
     """Build SGLang ``sampling_params`` from a Renderers ``sampling_params`` dict.
 
@@ -176,6 +199,7 @@ def translate_sampling(
         params[target] = value
         source_of[target] = key
 
+    check_sampling_types(params, source_of)
     stop_ids = merge_stop_token_ids(params.pop("stop_token_ids", None), settings.stop_token_ids)
     if stop_ids:
         params["stop_token_ids"] = stop_ids
@@ -187,6 +211,7 @@ def translate_sampling(
         prompt_len=prompt_len,
         max_response_len=settings.max_response_len,
         context_len=settings.context_len,
+        engine_limits=engine_limits,
     )
     if "min_new_tokens" in params:
         minimum = params["min_new_tokens"]

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from miles_verifiers._errors import SetupError
+from miles_verifiers._transport.routers import RouterKind
 
 __all__ = [
     "EngineAddressError",
@@ -168,6 +169,16 @@ class TransportSettings(BaseModel):
     timeouts: TimeoutPolicy = TimeoutPolicy()
     retry: RetryPolicy = RetryPolicy()
     max_connections: PositiveInt = 512
+    router: RouterKind = Field(
+        RouterKind.PASS_THROUGH,
+        description="What sits in front of the engines; with the Rust sglang-router, sampling "
+        "keys it drops are warned about once.",
+    )
+    probe_engine_limits: bool = Field(
+        False,
+        description="Read the engine's prompt limit and context length from GET /server_info "
+        "once per transport, and keep every request inside them.",
+    )
     session_cache_size: PositiveInt = 10_000
     rid_prefix: str | None = Field(
         None,

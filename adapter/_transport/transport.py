@@ -32,6 +32,7 @@ from miles_verifiers._transport.errors import (
     is_retryable_transport_error,
 )
 from miles_verifiers._transport.identity import check_served_model
+from miles_verifiers._transport.limits import EngineLimits, fetch_deployment_limits
 from miles_verifiers._transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers._transport.proxies import direct_mounts, environment_proxy_for
 from miles_verifiers._transport.request import (
@@ -40,6 +41,7 @@ from miles_verifiers._transport.request import (
     is_known_continuation,
 )
 from miles_verifiers._transport.response import convert_generate_output
+from miles_verifiers._transport.routers import keys_dropped_by_router
 from miles_verifiers._transport.sessions import SessionLedger
 from miles_verifiers._transport.settings import (
     EngineAddressError,
@@ -54,6 +56,9 @@ __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[Any]]
+
+# Sampling keys already warned about as dropped by the router: once per process, not per call.
+_ROUTER_DROPS_WARNED: set[str] = set()
 
 
 # A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
@@ -109,6 +114,8 @@ class SGLangTransport:
         self._lanes: list[httpx.AsyncClient] = []
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
         self._next_lane = itertools.count()
+        self._engine_limits: EngineLimits | None = None
+        self._limits_lock: asyncio.Lock | None = None
         self._model_checked = False
 
     @property
@@ -152,6 +159,7 @@ class SGLangTransport:
         first_prompt = (
             session_id is None or session_id not in self._sessions
         ) and not is_known_continuation(body)
+        engine_limits = await self._limits(url.removesuffix("/generate"))
         try:
             call = build_generate_call(
                 body,
@@ -159,6 +167,7 @@ class SGLangTransport:
                 rid=self._new_rid(),
                 session_id=session_id,
                 first_prompt=first_prompt,
+                engine_limits=engine_limits,
             )
         except RequestRejected as exc:
             raise error_for_rejection(exc, httpx.Request("POST", url)) from exc
@@ -303,6 +312,25 @@ class SGLangTransport:
             self._lanes_loop = loop
         return self._lanes[next(self._next_lane) % len(self._lanes)]
 
+    async def _limits(self, base_url: str) -> EngineLimits | None:
+        """The engine's limits, read on this transport's first request (bounded by the
+        connect timeout); None when probing is off."""
+        if not self._settings.probe_engine_limits:
+            return None
+        if self._engine_limits is None:
+            if self._limits_lock is None:
+                self._limits_lock = asyncio.Lock()
+            async with self._limits_lock:
+                if self._engine_limits is None:
+                    timeout_s = self._settings.timeouts.connect_s
+                    self._engine_limits = await fetch_deployment_limits(
+                        self._http(),
+                        base_url,
+                        lambda: self.list_workers(timeout_s=timeout_s),
+                        timeout_s=timeout_s,
+                    )
+        return self._engine_limits
+
     def _direct_mounts(self) -> dict[str, None] | None:
         """Loopback engines are reached directly even when the environment names a proxy,
         which could not reach this machine's loopback anyway. A given ``http_transport``
@@ -316,6 +344,16 @@ class SGLangTransport:
         return direct_mounts(engine)
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
+        lost = keys_dropped_by_router(call.payload["sampling_params"], self._settings.router)
+        lost_new = [key for key in lost if key not in _ROUTER_DROPS_WARNED]
+        if lost_new:
+            _ROUTER_DROPS_WARNED.update(lost_new)
+            logger.warning(
+                "the %s in front of the engines drops sampling param(s) %s without an error, so "
+                "they have no effect; run Miles with --use-miles-router to keep them",
+                self._settings.router.value,
+                lost_new,
+            )
         new = [
             k for k in (*call.dropped_keys, *call.overridden_keys) if k not in self._reported_keys
         ]
@@ -351,7 +389,7 @@ class SGLangTransport:
             else:
                 if response.is_success:
                     return response, rid
-                error = error_for_status(response)
+                error = error_for_status(response, tuple(call.payload["sampling_params"]))
                 retryable = is_retryable_status(response.status_code)
                 cause = error
             finally:

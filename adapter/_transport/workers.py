@@ -9,6 +9,7 @@ exactly, and additionally the transport's rid prefix (which multi-tokenizer engi
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ import httpx
 from miles_verifiers._errors import EngineError
 
 __all__ = ["AbortReport", "WorkerListError", "abort_on_workers", "list_workers", "worker_base_url"]
+
+logger = logging.getLogger(__name__)
 
 # In dp-aware mode the router lists one entry per data-parallel rank as "<url>@<rank>".
 _DP_RANK_SUFFIX = re.compile(r"@\d+$")
@@ -60,9 +63,12 @@ async def list_workers(
 
     Tries sgl-router's ``GET /workers`` (``{"workers": [{"url": ...}]}``), then the older
     ``GET /list_workers`` (``{"urls": [...]}``) of sglang-router <= 0.2 and Miles' own router.
+    An SGLang worker reached directly serves neither (404 on both): when it answers
+    ``GET /model_info``, the URL itself is the single worker.
     """
     router_url = router_url.rstrip("/")
     failures: list[str] = []
+    not_found = 0
     for path, read in (("/workers", _urls_from_workers), ("/list_workers", _urls_from_list)):
         url = f"{router_url}{path}"
         try:
@@ -72,6 +78,7 @@ async def list_workers(
             continue
         if response.status_code in (404, 405):
             failures.append(f"GET {url}: HTTP {response.status_code}")
+            not_found += 1
             continue
         if response.status_code != 200:
             raise WorkerListError(
@@ -81,9 +88,50 @@ async def list_workers(
             return _unique(read(response.json()))
         except (ValueError, TypeError, KeyError) as exc:
             raise WorkerListError(f"GET {url} returned an unexpected body: {exc}") from exc
+    if not_found == 2:
+        if await _is_sglang_worker(client, router_url, timeout_s, failures):
+            _note_direct_worker(router_url)
+            return (router_url,)
     raise WorkerListError(
         f"could not list the workers of router {router_url}: " + "; ".join(failures)
     )
+
+
+async def _is_sglang_worker(
+    client: httpx.AsyncClient, url: str, timeout_s: float, failures: list[str]
+) -> bool:
+    """Whether ``url`` answers like an SGLang worker (``GET /model_info`` with a JSON object)."""
+    probe = f"{url}/model_info"
+    try:
+        response = await client.get(probe, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        failures.append(f"GET {probe}: {type(exc).__name__}: {exc}")
+        return False
+    if response.status_code != 200:
+        failures.append(f"GET {probe}: HTTP {response.status_code}")
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        failures.append(f"GET {probe}: not a JSON object")
+        return False
+    return True
+
+
+# Engine URLs already reported as a direct worker, so the log says it once per URL.
+_DIRECT_WORKERS_NOTED: set[str] = set()
+
+
+def _note_direct_worker(url: str) -> None:
+    if url not in _DIRECT_WORKERS_NOTED:
+        _DIRECT_WORKERS_NOTED.add(url)
+        logger.info(
+            "%s lists no workers (no /workers or /list_workers route) but answers /model_info: "
+            "treating it as a single SGLang worker reached directly; aborts go to it",
+            url,
+        )
 
 
 def _urls_from_workers(body: object) -> list[str]:

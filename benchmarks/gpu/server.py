@@ -129,6 +129,65 @@ def sglang_server(
             stop_process(process)
 
 
+def router_command(
+    worker_url: str, port: int, *, policy: str = "cache_aware", python: str = sys.executable
+) -> list[str]:
+    """The Rust sglang-router in front of the worker, as Miles starts it (its default policy)."""
+    return [
+        python, "-m", "sglang_router.launch_router",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--worker-urls", worker_url,
+        "--policy", policy,
+    ]  # fmt: skip
+
+
+def wait_until_routing(
+    router_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float
+) -> None:
+    """Poll (bounded) until the router lists a healthy worker."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=router_url, timeout=5.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ServerStartError(
+                    f"sglang-router exited with code {process.returncode} while starting; "
+                    f"log tail:\n{_log_tail(log_path)}"
+                )
+            try:
+                workers = client.get("/workers").json().get("workers", [])
+            except (httpx.HTTPError, ValueError, AttributeError):
+                workers = []
+            if workers and all(w.get("is_healthy") for w in workers):
+                return
+            time.sleep(0.5)
+    raise ServerStartError(
+        f"sglang-router listed no healthy worker within {timeout_s:.0f} s; log tail:\n"
+        f"{_log_tail(log_path)}"
+    )
+
+
+@contextmanager
+def sglang_router(
+    worker_url: str, port: int, log_path: Path, *, timeout_s: float = 60.0
+) -> Iterator[str]:
+    """Yield the URL of a Rust sglang-router in front of ``worker_url``; always stop it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            router_command(worker_url, port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        router_url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_routing(router_url, process, log_path, timeout_s)
+            yield router_url
+        finally:
+            stop_process(process)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     import socket
 

@@ -25,7 +25,9 @@ from benchmarks.gpu.server import (
     ServerPlan,
     format_command,
     free_port,
+    router_command,
     sglang_command,
+    sglang_router,
     sglang_server,
 )
 from benchmarks.machine import REPO_ROOT
@@ -121,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. --sglang-arg=--disable-cuda-graph",
     )
     parser.add_argument(
+        "--no-router",
+        action="store_true",
+        help="talk to the SGLang server directly instead of through the Rust sglang-router "
+        "that Miles puts in front of its engines (the default)",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="do everything but start SGLang: print its command and measure against the "
@@ -172,7 +180,13 @@ def engine(args: argparse.Namespace, plan: ServerPlan) -> Iterator[tuple[str, tu
         env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     ) as (url, startup_s):
         print(f"SGLang generating after {startup_s:.0f} s at {url}", flush=True)
-        yield url, ()
+        if args.no_router:
+            yield url, ()
+            return
+        # Miles puts the Rust sglang-router in front of its engines; measure through it too.
+        with sglang_router(url, free_port(), args.out / "router.log") as router_url:
+            print(f"sglang-router routing at {router_url}", flush=True)
+            yield router_url, ()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,6 +207,12 @@ def run(args: argparse.Namespace) -> int:
         f"  {format_command(sglang_command(plan))}",
         flush=True,
     )
+    if not args.no_router:
+        print(
+            f"router command{' (not run: --dry-run)' if args.dry_run else ''}:\n"
+            f"  {format_command(router_command(plan.base_url, 0))} (port chosen at start)",
+            flush=True,
+        )
     recorder = Recorder(
         settings={
             "engine": "loopback (dry run)" if args.dry_run else "sglang, random Qwen3-0.6B weights",

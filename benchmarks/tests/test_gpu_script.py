@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu.model_dir import ModelDirError, write_model_dir
-from benchmarks.gpu.server import ServerPlan, sglang_command
+from benchmarks.gpu.server import ServerPlan, router_command, sglang_command
 from benchmarks.gpu.sglang_bench import build_parser, check_args
 
 
@@ -49,6 +49,18 @@ def test_server_command_uses_random_weights_on_loopback(tmp_path: Path) -> None:
     assert command[:3] == ["python", "-m", "sglang.launch_server"]
     assert command[command.index("--load-format") + 1] == "dummy"
     assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_router_fronts_the_server_on_loopback_as_miles_starts_it() -> None:
+    command = router_command("http://127.0.0.1:30000", 30001, python="python")
+    assert command[:3] == ["python", "-m", "sglang_router.launch_router"]
+    assert command[command.index("--worker-urls") + 1] == "http://127.0.0.1:30000"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_router_is_on_unless_asked_off() -> None:
+    assert build_parser().parse_args([]).no_router is False
+    assert build_parser().parse_args(["--no-router"]).no_router is True
 
 
 def test_parser_reads_concurrency_and_tasksets_lists() -> None:

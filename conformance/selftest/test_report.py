@@ -70,6 +70,38 @@ def test_report_renders_every_clause_in_markdown_and_json() -> None:
 
 
 @pytest.mark.clause("SUITE-3")
+def test_a_run_writes_each_deployment_of_a_clause_with_its_outcome(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(
+        CONFTEST
+        + textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.fixture(params=["sglang-router@0.5.16-fork", "direct@0.5.23"])
+            def deployment_world(request):
+                if request.param.startswith("direct"):
+                    pytest.fail("deliberate")
+                return request.param
+            """
+        )
+    )
+    (tmp_path / "test_synthetic.py").write_text(
+        "import pytest\n\n@pytest.mark.clause('TRP-1')\n"
+        "def test_x(deployment_world):\n    pass\n"
+    )
+
+    run_pytest(["test_synthetic.py"], cwd=tmp_path, report_base=tmp_path / "out" / "conformance")
+
+    markdown = (tmp_path / "out" / "conformance.md").read_text()
+    data = json.loads((tmp_path / "out" / "conformance.json").read_text())
+    assert "| TRP-1 | sglang-router | 0.5.16-fork |" in markdown
+    assert "| TRP-1 | direct | 0.5.23 |" in markdown
+    (trp1,) = [c for c in data["clauses"] if c["id"] == "TRP-1"]
+    runs = {t["deployment"]: t["outcome"] for t in trp1["tests"]}
+    assert runs == {"sglang-router@0.5.16-fork": "passed", "direct@0.5.23": "failed"}
+
+
+@pytest.mark.clause("SUITE-3")
 def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)

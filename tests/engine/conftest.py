@@ -66,9 +66,14 @@ def early_timer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def serve(qwen: ModelProfile) -> ServeFactory:
-    """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields, on loopback."""
+    """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields, on loopback.
+
+    These tests specify the 0.5.23 contract unless a test names another version (the engine's
+    own default is the 0.5.16 fork production Miles runs).
+    """
 
     def start(**fields: Any) -> AbstractContextManager[RunningEngine]:
+        fields.setdefault("sglang_version", "0.5.23")
         config = EngineConfig(model=QWEN, **fields)
         return serve_engine(engine=LoopbackEngine(config, model=qwen))
 
@@ -78,7 +83,7 @@ def serve(qwen: ModelProfile) -> ServeFactory:
 @pytest.fixture(scope="module")
 def shared_engine(qwen: ModelProfile) -> Iterator[RunningEngine]:
     """One engine for a module's stateless checks (validation, shapes); it always answers right."""
-    config = EngineConfig(model=QWEN, policy=PolicyConfig(accuracy=1.0))
+    config = EngineConfig(model=QWEN, policy=PolicyConfig(accuracy=1.0), sglang_version="0.5.23")
     with serve_engine(engine=LoopbackEngine(config, model=qwen)) as running:
         yield running
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -169,3 +170,39 @@ def test_aborting_from_another_thread_reaches_the_engine(serve: ServeFactory) ->
         running.engine.abort_threadsafe(abort_all=True)
         thread.join(10)
     assert_aborted_with_partial_output(answers[0])
+
+
+def test_an_abort_before_the_request_reaches_the_scheduler_is_lost_and_not_resent(
+    serve: ServeFactory,
+) -> None:
+    # As in SGLang: the front end forwards the abort to a scheduler that does not hold the
+    # request yet (so nothing happens), and marks it sent, so a later abort is a no-op.
+    short = {"ignore_eos": True, "max_new_tokens": 30}
+    with serve(latency=SLOW, scheduling_delay_s=1.0) as running:
+        body = {"input_ids": PROMPT, "rid": "early-1", "sampling_params": short}
+        thread, answers = in_background(running.base_url, body)
+        wait_in_flight(running)
+        abort(running, rid="early-1")  # still being handed over: lost
+        for _ in range(500):
+            if running.engine._flights["early-1"].scheduled:
+                break
+            time.sleep(0.01)
+        abort(running, rid="early-1")  # a repeat: ignored
+        thread.join(timeout=30)
+    (response,) = answers
+    assert response.json()["meta_info"]["finish_reason"] == {"type": "length", "length": 30}
+
+
+def test_a_client_that_hangs_up_has_its_request_aborted(serve: ServeFactory) -> None:
+    with serve(latency=SLOW) as running:
+        with (
+            httpx.Client(base_url=running.base_url, timeout=httpx.Timeout(30.0, read=0.3)) as http,
+            contextlib.suppress(httpx.ReadTimeout),
+        ):
+            http.post("/generate", json=long_request("gone-1"))  # gives up, closes the socket
+        for _ in range(1000):
+            if not running.engine.in_flight_rids():
+                break
+            time.sleep(0.01)
+        assert running.engine.in_flight_rids() == []
+        assert running.engine.stats().aborted_items == 1

@@ -113,6 +113,17 @@ def test_the_old_router_worker_list_names_this_engine(
     assert client.get("/list_workers").json() == {"urls": [shared_engine.base_url]}
 
 
+def test_a_direct_worker_has_no_worker_list_routes(serve: ServeFactory) -> None:
+    with serve(router=False) as running:
+        statuses = [
+            httpx.get(f"{running.base_url}{path}", timeout=10).status_code
+            for path in ("/workers", "/list_workers")
+        ]
+        model_info = httpx.get(f"{running.base_url}/model_info", timeout=10)
+    assert statuses == [404, 404]
+    assert model_info.status_code == 200
+
+
 @pytest.mark.parametrize("method", ["GET", "POST"])
 def test_flush_cache_answers_200_text_when_idle(client: httpx.Client, method: str) -> None:
     response = client.request(method, "/flush_cache")

@@ -417,17 +417,49 @@ def test_the_0_5_15_contract_has_no_weight_version_spans(
     assert out["meta_info"]["weight_version"] == "default"
 
 
-def test_a_prompt_at_the_context_edge_stops_at_the_context_length(
+def test_new_tokens_are_capped_at_the_schedulers_request_limit(
     serve: ServeFactory, qwen: ModelProfile
 ) -> None:
+    # SGLang's scheduler allows max_req_len = context - 1 tokens and keeps one more back:
+    # 50 prompt tokens in a 64-token context leave 64 - 1 - 50 - 1 = 12 new tokens.
     with serve(context_length=64) as running, httpx.Client(base_url=running.base_url) as http:
         out = generate(
             http,
-            input_ids=[9707] * 60,
+            input_ids=[9707] * 50,
             sampling_params={"ignore_eos": True, "max_new_tokens": None},
         )
-    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 4}
-    assert len(out["output_ids"]) == 4
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 12}
+    assert len(out["output_ids"]) == 12
+
+
+def test_a_prompt_within_six_tokens_of_the_context_is_refused_by_the_scheduler(
+    serve: ServeFactory,
+) -> None:
+    # max_req_input_len = (64 - 1) - 5 = 58: a 58-token prompt fits the context but not the
+    # scheduler's prompt limit.
+    with serve(context_length=64) as running:
+        response = httpx.post(
+            f"{running.base_url}/generate",
+            json={"input_ids": [9707] * 58, "sampling_params": {"max_new_tokens": 2}},
+            timeout=30,
+        )
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "Input length (58 tokens) exceeds the maximum allowed length (58 tokens)" in message
+
+
+def test_a_small_kv_pool_lowers_the_prompt_limit_reported_in_server_info(
+    serve: ServeFactory,
+) -> None:
+    with serve(context_length=64, kv_capacity=32) as running:
+        info = httpx.get(f"{running.base_url}/server_info", timeout=30).json()
+        refused = httpx.post(
+            f"{running.base_url}/generate",
+            json={"input_ids": [9707] * 26, "sampling_params": {"max_new_tokens": 2}},
+            timeout=30,
+        )
+    assert (info["max_req_input_len"], info["max_total_num_tokens"]) == (26, 32)
+    assert refused.status_code == 400
 
 
 def test_responses_do_not_depend_on_the_connection(

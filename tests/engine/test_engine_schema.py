@@ -135,7 +135,9 @@ def test_a_0_5_23_engine_uses_sglangs_schema_when_installed() -> None:
 
 @pytest.fixture(scope="module")
 def pure_gate_engine(qwen: ModelProfile) -> Any:
-    engine = LoopbackEngine(EngineConfig(model=QWEN), model=qwen, gate=PureGate("0.5.23"))
+    engine = LoopbackEngine(
+        EngineConfig(model=QWEN, sglang_version="0.5.23"), model=qwen, gate=PureGate("0.5.23")
+    )
     with serve_engine(engine=engine) as running:
         yield running
 

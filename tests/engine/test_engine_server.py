@@ -115,10 +115,16 @@ def test_the_cli_flags_describe_the_engine() -> None:
 
 
 def test_the_cli_defaults_match_sglangs() -> None:
+    # The default version is the 0.5.16 fork production Miles runs.
     args = _parse()
     config = config_from_args(args)
-    assert (args.port, config.model, config.sglang_version) == (30000, QWEN, "0.5.23")
+    assert (args.port, config.model, config.sglang_version) == (30000, QWEN, "0.5.16-fork")
     assert config.latency.is_instant and config.faults.is_clean
+
+
+def test_the_cli_serves_a_bare_worker_with_a_small_kv_pool_on_request() -> None:
+    config = config_from_args(_parse("--bare-worker", "--kv-capacity", "4096"))
+    assert (config.router, config.kv_capacity) == (False, 4096)
 
 
 def test_the_cli_refuses_a_probability_outside_0_and_1(capsys: pytest.CaptureFixture[str]) -> None:

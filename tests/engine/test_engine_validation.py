@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.engine.engine_support import ServeFactory
+from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, ModelProfile, serve_engine
+from tests.engine.engine_support import QWEN, ServeFactory
 
 PROMPT = [9707, 11, 1879, 0]
 
@@ -278,3 +279,29 @@ def test_a_refused_request_changes_nothing(serve: ServeFactory) -> None:
     assert (after.items, after.prompt_tokens) == (before.items, before.prompt_tokens)
     assert after.rejected_calls == before.rejected_calls + 1
     assert again["meta_info"]["cached_tokens"] == len(PROMPT) - 1
+
+
+def test_by_default_the_engine_is_the_0_5_16_fork_that_500s_on_an_unknown_sampling_key(
+    qwen: ModelProfile,
+) -> None:
+    # Production Miles runs a fork of SGLang 0.5.16: no schema gate, an uncaught error.
+    engine = LoopbackEngine(EngineConfig(model=QWEN), model=qwen)
+    with serve_engine(engine=engine) as running:
+        response = httpx.post(
+            f"{running.base_url}/generate",
+            json={"input_ids": [9707, 1], "sampling_params": {"no_such_key": 1}},
+            timeout=30,
+        )
+    assert engine.config.sglang_version == "0.5.16-fork"
+    assert (response.status_code, response.text) == (500, "Internal Server Error")
+
+
+def test_the_0_5_16_fork_sends_no_weight_versions(qwen: ModelProfile) -> None:
+    engine = LoopbackEngine(EngineConfig(model=QWEN, sglang_version="0.5.16-fork"), model=qwen)
+    with serve_engine(engine=engine) as running:
+        out = httpx.post(
+            f"{running.base_url}/generate",
+            json={"input_ids": [9707, 1], "sampling_params": {"max_new_tokens": 2}},
+            timeout=30,
+        ).json()
+    assert "weight_versions" not in out["meta_info"]

@@ -396,3 +396,34 @@ def test_two_rollout_functions_of_one_process_may_share_a_save_directory(
     second = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize(("use_miles_router", "warned"), [(False, True), (True, False)])
+def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
+    use_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    use_miles_router: bool,
+    warned: bool,
+) -> None:
+    import miles_verifiers._clients as clients
+
+    configured = clients.sampling_config_values
+    monkeypatch.setattr(
+        clients,
+        "sampling_config_values",
+        lambda sampling, seed=None: {**configured(sampling, seed), "logit_bias": {"7": 1.0}},
+    )
+    args = miles_args(use_miles_router=use_miles_router)
+    with caplog.at_level("WARNING", logger="miles_verifiers._clients"):
+        construct(
+            args,
+            write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
+            use_config,
+            monkeypatch,
+        )
+    messages = [r.getMessage() for r in caplog.records]
+    warnings = [m for m in messages if "drops without an error" in m]
+    assert bool(warnings) is warned
+    assert all("logit_bias" in w for w in warnings)

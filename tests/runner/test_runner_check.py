@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from miles_verifiers._runner.checks import router_sampling_problem
+from miles_verifiers._transport.routers import RouterKind
 from tests.runner.runner_support import run_command
 
 pytestmark = pytest.mark.slow
@@ -41,6 +43,25 @@ def test_check_passes_and_summarizes_a_valid_run(silent_router):
     assert stdout.startswith("OK")
     for expected in ("env: mv-arith", "tasks: 32", "group reward: no", "max_tokens 64"):
         assert expected in stdout
+
+
+def test_check_names_the_router_miles_runs_and_the_keys_it_drops(silent_router):
+    code, stdout, stderr = run_command(["check", "--config", "mv-arith", *VALID, *silent_router])
+    assert code == 0, stdout + stderr
+    (line,) = [line for line in stdout.splitlines() if line.strip().startswith("router:")]
+    assert "sglang-router" in line and "logit_bias" in line
+
+
+def test_logit_bias_through_the_real_router_is_reported_by_check():
+    keys = ["temperature", "logit_bias"]
+    problem = router_sampling_problem(keys, RouterKind.SGLANG_ROUTER, "train")
+    assert problem is not None
+    assert problem.stage == "router"
+    assert "logit_bias" in problem.message and "--use-miles-router" in problem.message
+
+
+def test_a_pass_through_router_keeps_every_sampling_key():
+    assert router_sampling_problem(["logit_bias"], RouterKind.PASS_THROUGH, "train") is None
 
 
 def test_check_reports_a_rejected_option_and_a_bad_config_together(tmp_path, silent_router):

@@ -137,6 +137,21 @@ def test_the_older_sglang_contract_is_served_too(make_client: MakeClient) -> Non
     assert response.tokens is not None and response.tokens.completion_ids
 
 
+def test_an_ill_typed_sampling_value_is_refused_before_sglang_0_5_16_can_500(
+    make_client: MakeClient,
+) -> None:
+    # SGLang 0.5.16 (production Miles' base) crashes on it with a bare 500 that names nothing
+    # and is retried; the transport refuses it at once, naming the key.
+    config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, sglang_version="0.5.15")
+    with serve_engine(config) as running:
+        recorder = RecordingTransport()
+        client, _ = make_client(running.base_url, recorder)
+        with pytest.raises(ProviderError, match="top_k") as caught:
+            asyncio.run(ask(client, top_k="many"))
+    assert caught.value.status_code == 400
+    assert recorder.exchanges == []
+
+
 def test_all_verifiers_sampling_extras_pass_sglangs_schema_gate(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:
@@ -187,6 +202,28 @@ def test_an_engine_context_overflow_ends_as_overlong(
         asyncio.run(ask(client, long_text))
 
 
+@pytest.mark.parametrize("probe_engine_limits", [True, False])
+def test_a_prompt_three_tokens_short_of_the_context_ends_as_context_length(
+    clean_engine: RunningEngine, make_client: MakeClient, probe_engine_limits: bool
+) -> None:
+    # It fits the context, but SGLang's scheduler refuses prompts of max_req_input_len =
+    # context - 6 tokens or more. With the limits read from the engine the transport ends it
+    # before sending; without them, the engine's refusal is recognised.
+    _, transport = make_client(clean_engine.base_url, probe_engine_limits=probe_engine_limits)
+
+    async def send() -> Any:
+        try:
+            return await transport.post(
+                f"{clean_engine.base_url}/inference/v1/generate",
+                body={"token_ids": [9707] * (CONTEXT_LEN - 3), "sampling_params": {}},
+            )
+        finally:
+            await transport.close()
+
+    with pytest.raises(OverlongPromptError):
+        asyncio.run(send())
+
+
 def test_the_models_probe_agrees_with_the_engine(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:
@@ -223,6 +260,39 @@ def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
     assert "aborted" in str(error)
     assert report.ok
     assert clean_engine.engine.in_flight_rids() == []
+
+
+def test_an_abort_sweep_against_a_direct_worker_leaves_nothing_running(
+    make_client: MakeClient,
+) -> None:
+    # A bare SGLang worker has no /workers or /list_workers: the sweep must abort at its URL.
+    config = EngineConfig(
+        model=MODEL,
+        context_length=CONTEXT_LEN,
+        router=False,
+        latency=LatencyModel(decode_s_per_token=0.05),
+    )
+    with serve_engine(config) as running:
+        client, transport = make_client(running.base_url)
+
+        async def scenario() -> tuple[BaseException | None, Any]:
+            turn = asyncio.create_task(ask(client))
+            for _ in range(500):
+                if running.engine.in_flight_rids():
+                    break
+                await asyncio.sleep(0.01)
+            report = await transport.abort()
+            try:
+                await asyncio.wait_for(turn, timeout=10)
+            except ProviderError as exc:
+                return exc, report
+            return None, report
+
+        error, report = asyncio.run(scenario())
+        assert report.ok
+        assert report.workers == (running.base_url,)
+        assert isinstance(error, ProviderError) and "aborted" in str(error)
+        assert running.engine.in_flight_rids() == []
 
 
 def test_persistent_5xx_is_retried_then_a_provider_error(

@@ -73,6 +73,19 @@ def test_context_length_400_is_an_overlong_prompt(message: str) -> None:
     assert isinstance(verifiers_outcome(error), OverlongPromptError)
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input length (509 tokens) exceeds the maximum allowed length (506 tokens). Use a "
+        "shorter input or enable --allow-auto-truncate.",
+        "Request prompt exceeds the KV memory budget: input_len=509.",
+    ],
+)
+def test_sglang_scheduler_length_refusals_are_an_overlong_prompt(message: str) -> None:
+    error = error_for_status(answer(400, json={"error": {"message": message}}))
+    assert isinstance(error, OverlongPromptError)
+
+
 def test_other_400_is_a_bad_request_provider_error() -> None:
     error = error_for_status(answer(400, json={"error": {"message": "top_k must be -1"}}))
     assert isinstance(error, openai.BadRequestError)

@@ -177,6 +177,18 @@ def test_retries_are_bounded_and_the_last_5xx_is_raised(make_harness) -> None:
     assert h.sleeps == [0.5, 1.0]
 
 
+def test_a_bare_500_is_retried_a_bounded_number_of_times_and_names_the_sampling_keys(
+    make_harness,
+) -> None:
+    # SGLang 0.5.16 answers a bare 500 when it cannot build SamplingParams from the request.
+    h = make_harness()
+    h.engine.replies.extend([httpx.Response(500, text="Internal Server Error")] * 3)
+    with pytest.raises(openai.InternalServerError) as caught:
+        run(post(h.transport, renderer_body(top_k=5)))
+    assert len(h.engine.requests) == 3
+    assert "top_k" in str(caught.value) and "max_new_tokens" in str(caught.value)
+
+
 def test_a_4xx_is_never_retried(make_harness) -> None:
     h = make_harness()
     h.engine.replies.append(
@@ -184,6 +196,21 @@ def test_a_4xx_is_never_retried(make_harness) -> None:
     )
     with pytest.raises(openai.BadRequestError, match="top_p"):
         run(post(h.transport, renderer_body()))
+    assert len(h.engine.requests) == 1
+    assert h.sleeps == []
+
+
+def test_a_router_422_is_not_retried_and_names_the_field(make_harness) -> None:
+    h = make_harness()
+    text = (
+        "Failed to deserialize the JSON body into the target type: sampling_params.top_k: "
+        "invalid type: floating point `2.5`, expected i32 at line 1 column 80"
+    )
+    h.engine.replies.append(httpx.Response(422, text=text))
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        run(post(h.transport, renderer_body()))
+    assert "field 'sampling_params.top_k'" in str(caught.value)
+    assert "not retried" in str(caught.value)
     assert len(h.engine.requests) == 1
     assert h.sleeps == []
 
@@ -399,3 +426,26 @@ def test_dropped_keys_are_logged_once_at_debug(make_harness, echo_reply, caplog)
     assert all(
         r.levelno == logging.DEBUG for r in caplog.records if "not forwarding" in r.getMessage()
     )
+
+
+def test_keys_the_rust_router_drops_are_warned_about_once(make_harness, echo_reply, caplog) -> None:
+    h = make_harness(router="sglang-router")
+    h.engine.replies.extend([echo_reply([1]), echo_reply([1])])
+    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+
+    async def two() -> None:
+        await post(h.transport, renderer_body(logit_bias={"7": 1.0}))
+        await post(h.transport, renderer_body(logit_bias={"7": 2.0}))
+
+    run(two())
+    warnings = [r.getMessage() for r in caplog.records if "drops sampling param" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "logit_bias" in warnings[0]
+
+
+def test_a_pass_through_router_gives_no_dropped_key_warning(make_harness, echo_reply, caplog):
+    h = make_harness(router="pass-through")
+    h.engine.replies.append(echo_reply([1]))
+    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+    run(post(h.transport, renderer_body(logit_bias={"7": 1.0})))
+    assert not [r for r in caplog.records if "drops sampling param" in r.getMessage()]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers._transport import InvalidSamplingParams, TransportSettings
+from miles_verifiers._transport.limits import EngineLimits
 from miles_verifiers._transport.sampling import (
     RENAMED_KEYS,
     SGLANG_SAMPLING_KEYS,
@@ -229,6 +230,23 @@ def test_one_token_of_room_is_enough() -> None:
 
 def test_without_a_context_limit_only_the_response_limit_applies() -> None:
     assert new_token_budget(None, prompt_len=10**6, max_response_len=8, context_len=None) == 8
+
+
+def test_new_tokens_are_capped_at_what_the_engine_will_generate() -> None:
+    # max_req_input_len 506 means max_req_len 511: a 500-token prompt gets 511 - 500 - 1 = 10.
+    limits = EngineLimits(max_req_input_len=506, context_length=512)
+    budget = new_token_budget(
+        None, prompt_len=500, max_response_len=64, context_len=512, engine_limits=limits
+    )
+    assert budget == 10
+
+
+def test_a_prompt_at_the_engines_input_limit_is_overlong() -> None:
+    limits = EngineLimits(max_req_input_len=506, context_length=512)
+    with pytest.raises(OverlongPromptError, match="max_req_input_len"):
+        new_token_budget(
+            None, prompt_len=506, max_response_len=64, context_len=512, engine_limits=limits
+        )
 
 
 def test_sampling_params_must_be_an_object(make_settings: MakeSettings) -> None:

@@ -75,9 +75,29 @@ def test_old_routers_are_listed_through_list_workers() -> None:
 
 
 def test_unlistable_router_is_a_clear_error() -> None:
+    # Neither listing route and no /model_info: not a router, not an SGLang worker.
     transport, _ = routed({})
     with pytest.raises(WorkerListError, match="could not list the workers of router"):
         run_with(transport, lambda c: list_workers(c, ROUTER))
+
+
+def test_a_direct_worker_without_listing_routes_is_its_own_single_worker() -> None:
+    info = httpx.Response(200, json={"model_path": "Qwen/Qwen3-0.6B", "is_generation": True})
+    transport, seen = routed({("GET", f"{ROUTER}/model_info"): info})
+    urls = run_with(transport, lambda c: list_workers(c, ROUTER))
+    assert urls == (ROUTER,)
+    assert [r.url.path for r in seen] == ["/workers", "/list_workers", "/model_info"]
+
+
+def test_a_direct_worker_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    url = "http://direct-once.test:30000"
+    info = httpx.Response(200, json={"model_path": "m"})
+    transport, _ = routed({("GET", f"{url}/model_info"): info})
+    with caplog.at_level("INFO", logger="miles_verifiers._transport.workers"):
+        run_with(transport, lambda c: list_workers(c, url))
+        run_with(transport, lambda c: list_workers(c, url))
+    notes = [r for r in caplog.records if "single SGLang worker" in r.getMessage()]
+    assert len(notes) == 1
 
 
 def test_unexpected_worker_list_body_is_an_error() -> None:

@@ -1,0 +1,79 @@
+"""The engine-facing clauses under every production deployment, one cheap case per family.
+
+Each case runs once per deployment: the real Rust sglang-router in front of two workers (what
+Miles starts by default), a raw pass-through proxy in front of two workers (Miles' own router,
+``--use-miles-router``) and a bare worker reached directly, each under the SGLang 0.5.16 fork
+production Miles runs and under upstream 0.5.23. The deployment is part of each test id, so the
+clause report lists every run with its deployment. Where the router binary cannot start, its
+cases skip with the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.checks import check_round_trip, check_train_output
+from conformance.miles_side import miles_args
+from conformance.test_faults import is_replacement_error
+from conformance.test_transport import check_payload
+from conformance.world import MilesWorld, write_config
+from miles_verifiers_testkit.engine import FaultPlan
+
+
+def deployment_args(world: MilesWorld, **overrides: object):
+    # Miles runs its own (pass-through) router only with --use-miles-router.
+    topology = world.deployment.partition("@")[0]
+    return miles_args(use_miles_router=topology == "pass-through", **overrides)
+
+
+@pytest.mark.clause("TRP-1", "TRP-2", "TRP-3", "TRP-4", "BR-3", "GRP-1", "CALL-2")
+def test_a_train_call_round_trips_in_this_deployment(
+    deployment_world: MilesWorld, workdir: Path
+) -> None:
+    world = deployment_world
+    world.engine.reset()
+    args = deployment_args(
+        world, rollout_batch_size=2, n_samples_per_prompt=2, rollout_max_context_len=900
+    )
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 3}))
+
+    groups = check_train_output(world.train(fn, 0), args, world.contract)
+
+    calls = world.engine.calls()
+    assert calls, f"no worker of {world.deployment} saw a request"
+    for call in calls:
+        check_payload(call, args)
+    for position, group in enumerate(groups):
+        for sample in group:
+            check_round_trip(sample, calls, where=f"group {position}")
+
+
+@pytest.mark.clause("CALL-3")
+def test_one_instance_serves_train_then_eval_in_this_deployment(
+    deployment_world: MilesWorld, workdir: Path
+) -> None:
+    world = deployment_world
+    world.engine.reset()
+    args = deployment_args(world, rollout_batch_size=1, n_samples_per_prompt=1)
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 2}))
+    check_train_output(world.train(fn, 0), args, world.contract)
+    evaluation = world.evaluate(fn, 0)
+    assert evaluation.data, f"evaluation through {world.deployment} returned no dataset"
+
+
+@pytest.mark.clause("FLT-1")
+def test_an_engine_that_always_aborts_ends_with_the_replacement_error_in_this_deployment(
+    deployment_world: MilesWorld, workdir: Path, replacement_error: type
+) -> None:
+    world = deployment_world
+    world.engine.reset(faults=FaultPlan.always("abort"))
+    args = deployment_args(world, rollout_batch_size=1)
+    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 2}))
+    try:
+        with pytest.raises(Exception) as caught:
+            world.train(fn, 0)
+    finally:
+        world.engine.reset()
+    assert is_replacement_error(caught.value, replacement_error), repr(caught.value)
