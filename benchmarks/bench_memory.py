@@ -92,3 +92,85 @@ def test_memory_over_many_rollouts(
         better="lower",
         **params,
     )
+
+
+COLD_CONCURRENCY = 32
+
+
+def test_cold_process_construction_and_first_call(
+    benchmark, scale: Scale, recorder: Recorder, zero_latency_engine
+) -> None:
+    """What a trainer pays once per start: each round is a fresh process (imports, tokenizers
+    and renderer pools included) that builds the rollout function and makes one training call
+    of ``cold_rollouts`` single-turn rollouts. Nothing is warm from an earlier round."""
+    url, _ = zero_latency_engine
+    traces: list[MemoryTrace] = []
+
+    def one_round() -> None:
+        traces.append(
+            run_probe(
+                url,
+                taskset=TASKSET,
+                rollouts=scale.cold_rollouts,
+                calls=1,
+                concurrency=COLD_CONCURRENCY,
+                max_response_tokens=scale.max_response_tokens,
+            )
+        )
+
+    benchmark.pedantic(one_round, rounds=scale.cold_rounds, iterations=1, warmup_rounds=0)
+    rollouts = traces[0].total_rollouts
+    params = {
+        "taskset": TASKSET,
+        "rollouts": rollouts,
+        "concurrency": COLD_CONCURRENCY,
+        "processes": len(traces),
+    }
+    what = f"fresh process, first call of {rollouts} rollouts"
+    recorder.record(
+        "cold.construct_plus_first_call_s",
+        [t.construct_and_first_call_s for t in traces],
+        group="cold",
+        label=f"{what}: construction (imports included) + first call",
+        unit="s",
+        better="lower",
+        **params,
+    )
+    recorder.record(
+        "cold.construct_s",
+        [t.construct_s for t in traces],
+        group="cold",
+        label=f"{what}: construction (imports included)",
+        unit="s",
+        better="lower",
+        **params,
+    )
+    recorder.record(
+        "cold.first_call_s",
+        [t.first_call_s for t in traces],
+        group="cold",
+        label=f"{what}: first call",
+        unit="s",
+        better="lower",
+        **params,
+    )
+    spawned = [t.spawn_to_first_call_s for t in traces if t.spawn_to_first_call_s is not None]
+    if spawned:
+        recorder.record(
+            "cold.spawn_to_first_call_s",
+            spawned,
+            group="cold",
+            label=f"{what}: from spawning the process (interpreter start-up included)",
+            unit="s",
+            better="lower",
+            **params,
+        )
+    recorder.record(
+        "cold.peak_rss_mib",
+        [t.peak_mib for t in traces],
+        group="cold",
+        label=f"{what}: peak RSS (VmHWM)",
+        unit="MiB",
+        better="lower",
+        **params,
+    )

@@ -21,6 +21,7 @@ import httpx
 
 from benchmarks.procstat import self_cpu_seconds
 from benchmarks.prompts import renderers_generate_body
+from benchmarks.ratios import round_ratios
 from benchmarks.recorder import Recorder
 from benchmarks.rollouts import MODEL_ID
 from benchmarks.scale import Scale
@@ -173,6 +174,20 @@ def _record_common(
         better="lower",
         **params,
     )
+    # Round i of the transport over round i of httpx (measured back to back): the median of
+    # these is the like-for-like ratio, not the ratio of the two medians above.
+    recorder.record(
+        f"{key}.transport_over_httpx_cpu",
+        round_ratios(
+            [r.transport.cpu_ms_per_request for r in rounds],
+            [r.httpx.cpu_ms_per_request for r in rounds],
+        ),
+        group="transport",
+        label="transport / plain httpx: client CPU per request",
+        unit="ratio",
+        better="lower",
+        **params,
+    )
 
 
 def test_transport_overhead_one_request_at_a_time(
@@ -245,7 +260,10 @@ def test_transport_throughput_concurrent(
     )
     recorder.record(
         f"{key}.transport_over_httpx",
-        [r.transport.requests_per_s / r.httpx.requests_per_s for r in rounds],
+        round_ratios(
+            [r.transport.requests_per_s for r in rounds],
+            [r.httpx.requests_per_s for r in rounds],
+        ),
         group="transport",
         label="transport / plain httpx throughput",
         unit="ratio",

@@ -1,9 +1,11 @@
 """Compare two benchmark results, figure by figure: ``python -m benchmarks.compare OLD NEW``.
 
-For every figure in both files it prints the ratio of the medians (new / old) and whether
-that is better or worse for the figure. A change whose min-max ranges overlap is reported
-as noise, and one within 3% as the same: on a shared 2-core machine run-to-run noise is
-often 1.5x, so compare releases side by side on one machine.
+For every figure in both files it prints new / old as the median of per-round ratios
+(round i of the new run over round i of the old run, over the rounds both have), not the
+ratio of the two medians, and whether that is better or worse for the figure. A change whose
+min-max ranges overlap is reported as noise, and one within 3% as the same: on a shared
+2-core machine run-to-run noise is often 1.5x, so compare releases side by side on one
+machine, ideally interleaved (old round, new round, ...) so round i of each saw the same load.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from benchmarks.ratios import median_round_ratio
 from benchmarks.report import format_number
 from benchmarks.results import BenchResult, Figure, ResultFileError, load_result
 
@@ -29,6 +32,8 @@ class FigureChange:
     old: Figure
     new: Figure
     ratio: float | None
+    """Median of per-round ratios new / old; None when an old round is 0."""
+    paired_rounds: int
     verdict: Verdict
 
 
@@ -48,6 +53,18 @@ def _verdict(old: Figure, new: Figure, ratio: float | None) -> Verdict:
     return "better" if improved else "worse"
 
 
+def paired_ratio(old: Figure, new: Figure) -> tuple[float | None, int]:
+    """new / old as the median of round-by-round ratios, and how many rounds were paired.
+
+    Rounds pair by position; when one run has more rounds, its extra rounds are left out.
+    """
+    paired = min(len(old.samples), len(new.samples))
+    try:
+        return median_round_ratio(new.samples[:paired], old.samples[:paired]), paired
+    except ValueError:
+        return None, paired
+
+
 def compare_results(
     old: BenchResult, new: BenchResult
 ) -> tuple[list[FigureChange], list[str], list[str]]:
@@ -58,7 +75,7 @@ def compare_results(
         old_figure = old_figures.get(key)
         if old_figure is None:
             continue
-        ratio = new_figure.median / old_figure.median if old_figure.median != 0 else None
+        ratio, paired = paired_ratio(old_figure, new_figure)
         changes.append(
             FigureChange(
                 key=key,
@@ -67,6 +84,7 @@ def compare_results(
                 old=old_figure,
                 new=new_figure,
                 ratio=ratio,
+                paired_rounds=paired,
                 verdict=_verdict(old_figure, new_figure, ratio),
             )
         )
@@ -75,23 +93,32 @@ def compare_results(
     return changes, removed, added
 
 
+def _commit(result: BenchResult) -> str:
+    commit = result.machine.get("commit") or result.machine.get("git")
+    dirty = " (uncommitted changes)" if result.machine.get("dirty") else ""
+    return f"commit {commit}{dirty}"
+
+
 def render_markdown(old_path: Path, new_path: Path, old: BenchResult, new: BenchResult) -> str:
     changes, removed, added = compare_results(old, new)
     lines = [
         f"# Benchmark comparison: {new_path} against {old_path}",
         "",
-        f"- old: {old.created}, git {old.machine.get('git')}, {old.machine.get('cpu')}",
-        f"- new: {new.created}, git {new.machine.get('git')}, {new.machine.get('cpu')}",
+        f"- old: {old.created}, {_commit(old)}, {old.machine.get('cpu')}",
+        f"- new: {new.created}, {_commit(new)}, {new.machine.get('cpu')}",
         "",
-        "| figure | key | old median | new median | unit | new/old | verdict |",
-        "|---|---|---:|---:|---|---:|---|",
+        "new/old is the median of per-round ratios (round i of new over round i of old, "
+        "n rounds paired), not the ratio of the medians.",
+        "",
+        "| figure | key | old median | new median | unit | new/old | n | verdict |",
+        "|---|---|---:|---:|---|---:|---:|---|",
     ]
     for c in changes:
         ratio = "n/a" if c.ratio is None else f"{c.ratio:.3f}"
         lines.append(
             f"| {c.label} | `{c.key}` | {format_number(c.old.median)} | "
             f"{format_number(c.new.median)} | "
-            f"{c.unit} | {ratio} | {c.verdict} |"
+            f"{c.unit} | {ratio} | {c.paired_rounds} | {c.verdict} |"
         )
     if removed:
         lines += ["", "Only in the old run: " + ", ".join(f"`{k}`" for k in removed)]

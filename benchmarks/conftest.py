@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.engine_proc import loopback_engine_process
-from benchmarks.machine import REPO_ROOT
+from benchmarks.machine import REPO_ROOT, machine_info
 from benchmarks.prompts import arithmetic_prompts
 from benchmarks.recorder import Recorder, write_outputs
 from benchmarks.scale import PRESETS, Scale
@@ -45,7 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
             "rounds": scale.rounds,
             # Wall-clock figures move with whatever else runs: say how busy the machine was.
             "load_average_at_start": round(os.getloadavg()[0], 2),
-        }
+        },
+        # The commit and dirty flag as the run starts: that is the code being measured.
+        machine=machine_info(),
     )
     # Exact tokenizers are rebuilt from registry packages once (cached), and every library
     # that would reach the Hugging Face hub is pointed at them, before anything imports

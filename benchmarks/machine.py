@@ -49,18 +49,37 @@ def _memory_gib() -> float:
     return 0.0
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> str | None:
+    """Output of a git command in the repository, or None when git cannot answer."""
     try:
         out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"],
+            ["git", "-C", str(REPO_ROOT), *args],
             capture_output=True,
             text=True,
             timeout=10,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_commit() -> str:
+    return _git("describe", "--always", "--dirty") or "unknown"
+
+
+def git_state() -> dict[str, ParamValue]:
+    """The commit measured (full hash) and whether tracked files differed from it.
+
+    A dirty run measured code that no commit holds: its figures cannot be reproduced from the
+    hash alone, so the flag travels with every result.
+    """
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit or "unknown",
+        "dirty": bool(status) if status is not None else True,
+    }
 
 
 def machine_info() -> dict[str, ParamValue]:
@@ -72,6 +91,7 @@ def machine_info() -> dict[str, ParamValue]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "git": _git_commit(),
+        **git_state(),
     }
 
 

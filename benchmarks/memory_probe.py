@@ -3,8 +3,9 @@
     python -m benchmarks.memory_probe --engine-url URL --taskset mv-arith --rollouts 1000 --calls 10
 
 prints one JSON line after start-up and one after every training call, with the process's
-current RSS (VmRSS) and peak RSS (VmHWM) from /proc/self/status. A fresh process, so nothing
-the benchmark runner loaded counts; the engine is elsewhere.
+current RSS (VmRSS) and peak RSS (VmHWM) from /proc/self/status, and the wall clock. A fresh
+process, so nothing the benchmark runner loaded counts (imports, tokenizers and renderer
+pools are all built here, as in a trainer that just started); the engine is elsewhere.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def _emit(stage: str, **extra: object) -> None:
         "elapsed_s": time.perf_counter() - _STARTED,
         "rss_mib": memory.rss_mib,
         "peak_rss_mib": memory.peak_rss_mib,
+        # Epoch seconds, so the parent can time from the moment it spawned this process.
+        "unix_time": time.time(),
         **extra,
     }
     print(json.dumps(record), flush=True)
@@ -88,6 +91,15 @@ class MemoryTrace:
     peak_mib: float
     construct_s: float
     first_call_s: float
+    spawn_to_first_call_s: float | None = None
+    """From the parent spawning the process to the end of the first call: the interpreter's
+    own start-up, every import, construction and the first call. None when not spawned by
+    ``run_probe``."""
+
+    @property
+    def construct_and_first_call_s(self) -> float:
+        """Building the rollout function (imports included) plus its first call."""
+        return self.construct_s + self.first_call_s
 
     @property
     def total_rollouts(self) -> int:
@@ -107,7 +119,8 @@ class MemoryTrace:
         return slope * 1000
 
 
-def parse_trace(lines: Sequence[str]) -> MemoryTrace:
+def parse_trace(lines: Sequence[str], *, spawned_at: float | None = None) -> MemoryTrace:
+    """The trace from the probe's output; ``spawned_at`` is the epoch time the parent spawned it."""
     records = [json.loads(line) for line in lines if line.startswith("{")]
     by_stage = {r["stage"]: r for r in records if r["stage"] != "call"}
     calls = [r for r in records if r["stage"] == "call"]
@@ -121,6 +134,11 @@ def parse_trace(lines: Sequence[str]) -> MemoryTrace:
         peak_mib=max(r["peak_rss_mib"] for r in records),
         construct_s=by_stage["constructed"]["elapsed_s"] - by_stage["start"]["elapsed_s"],
         first_call_s=calls[0]["elapsed_s"] - by_stage["constructed"]["elapsed_s"],
+        spawn_to_first_call_s=(
+            calls[0]["unix_time"] - spawned_at
+            if spawned_at is not None and "unix_time" in calls[0]
+            else None
+        ),
     )
 
 
@@ -152,6 +170,7 @@ def run_probe(
         "--max-response-tokens",
         str(max_response_tokens),
     ]
+    spawned_at = time.time()
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout_s, cwd=root, check=False
     )
@@ -159,7 +178,7 @@ def run_probe(
         raise RuntimeError(
             f"the memory probe failed with code {done.returncode}:\n{done.stderr[-3000:]}"
         )
-    return parse_trace(done.stdout.splitlines())
+    return parse_trace(done.stdout.splitlines(), spawned_at=spawned_at)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,9 @@ class Recorder:
     settings: dict[str, ParamValue] = field(default_factory=dict)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    machine: dict[str, ParamValue] | None = None
+    """Taken when the run starts, so the commit named is the code that was measured even if
+    the tree changes while the run goes; None takes it when the result is written."""
 
     def record(
         self,
@@ -44,7 +47,7 @@ class Recorder:
     def result(self) -> BenchResult:
         return BenchResult(
             created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            machine=machine_info(),
+            machine=self.machine if self.machine is not None else machine_info(),
             versions=package_versions(),
             settings=self.settings,
             figures=self.figures,

@@ -16,6 +16,7 @@ GROUP_ORDER: tuple[str, ...] = (
     "environment",
     "ceiling",
     "saturation",
+    "cold",
     "memory",
 )
 
@@ -27,6 +28,7 @@ GROUP_TITLES: dict[str, str] = {
     "environment": "Environment costs (outside the adapter)",
     "ceiling": "Adapter against the direct load generator (same token workload, same concurrency)",
     "saturation": "Saturation against a latency-modelled loopback engine",
+    "cold": "Cold start: a fresh process per measurement",
     "memory": "Memory of the trainer-side process",
 }
 
@@ -70,8 +72,9 @@ def markdown_table(result: BenchResult) -> str:
         "",
         f"- created: {result.created}",
         f"- machine: {machine.get('cpu')}, {machine.get('cores')} cores, "
-        f"{machine.get('memory_gib')} GiB, Python {machine.get('python')}, "
-        f"git {machine.get('git')}",
+        f"{machine.get('memory_gib')} GiB, Python {machine.get('python')}",
+        f"- commit measured: {machine.get('commit', machine.get('git'))}"
+        + (" (with uncommitted changes)" if machine.get("dirty") else ""),
         "- versions: "
         + ", ".join(f"{k} {v}" for k, v in result.versions.items() if v != "not installed"),
     ]
@@ -79,7 +82,9 @@ def markdown_table(result: BenchResult) -> str:
         lines.append("- settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items()))
     lines.append("")
     lines.append(
-        "Each figure is over its measured rounds (n): median, then min and max. "
+        "Each figure is over its measured rounds (n): median, then min and max. A ratio "
+        "between two series is the median of per-round ratios (the two measured interleaved "
+        "in one run), not the ratio of their medians. "
         "Benchmarks measure; nothing here is a pass/fail threshold."
     )
     for group, figures in ordered_groups(result):

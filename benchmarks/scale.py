@@ -63,6 +63,10 @@ class Scale:
     memory_rollouts: int = 1000
     memory_calls: int = 10
     max_response_tokens: int = 256
+    cold_rounds: int = 5
+    """Fresh processes measured for construction + first call, one measurement each."""
+    cold_rollouts: int = 32
+    """Rollouts in the cold first call: 8 groups x 4 samples."""
 
 
 STANDARD = Scale(
@@ -153,6 +157,8 @@ SMOKE = Scale(
     ),
     memory_rollouts=64,
     memory_calls=4,
+    cold_rounds=2,
+    cold_rollouts=8,
 )
 
 PRESETS: dict[str, Scale] = {scale.name: scale for scale in (STANDARD, SMOKE)}

@@ -30,7 +30,7 @@ from benchmarks.gpu.server import (
     sglang_router,
     sglang_server,
 )
-from benchmarks.machine import REPO_ROOT
+from benchmarks.machine import REPO_ROOT, machine_info
 from benchmarks.measure import record_ceiling, record_rollout_point, replay_calls, run_rollout_point
 from benchmarks.recorder import Recorder, write_outputs
 from benchmarks.report import markdown_table
@@ -218,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
             "engine": "loopback (dry run)" if args.dry_run else "sglang, random Qwen3-0.6B weights",
             "rounds": args.rounds,
             "max_response_tokens": args.max_response_tokens,
-        }
+        },
+        # The commit as the run starts: the code that is measured.
+        machine=machine_info(),
     )
     started = time.perf_counter()
     with engine(args, plan) as (url, exclude):

@@ -8,6 +8,7 @@ from benchmarks.memory_probe import parse_trace
 
 
 def _lines(rss_after_calls: list[float]) -> list[str]:
+    # The probe's clock starts at 1.0 s; its wall clock reads 1000.0 + elapsed.
     lines = [
         json.dumps({"stage": "start", "elapsed_s": 1.0, "rss_mib": 50.0, "peak_rss_mib": 50.0}),
         json.dumps(
@@ -20,6 +21,7 @@ def _lines(rss_after_calls: list[float]) -> list[str]:
                 "stage": "call",
                 "call": i,
                 "elapsed_s": 2.0 + i,
+                "unix_time": 1002.0 + i,
                 "rollouts": 100 * (i + 1),
                 "rss_mib": rss,
                 "peak_rss_mib": rss + 5,
@@ -52,3 +54,17 @@ def test_incomplete_output_is_refused() -> None:
 def test_cold_start_times_come_from_the_probe_clock() -> None:
     trace = parse_trace(_lines([100.0, 110.0]))
     assert (trace.construct_s, trace.first_call_s) == (0.5, 0.5)
+
+
+def test_cold_start_is_construction_plus_first_call() -> None:
+    assert parse_trace(_lines([100.0, 110.0])).construct_and_first_call_s == 1.0
+
+
+def test_time_from_spawn_runs_to_the_end_of_the_first_call() -> None:
+    # Spawned at 999.25 s; the first call ended at 1002.0 s: interpreter start-up included.
+    trace = parse_trace(_lines([100.0, 110.0]), spawned_at=999.25)
+    assert trace.spawn_to_first_call_s == 2.75
+
+
+def test_without_a_spawn_time_there_is_no_time_from_spawn() -> None:
+    assert parse_trace(_lines([100.0, 110.0])).spawn_to_first_call_s is None

@@ -63,3 +63,9 @@ def test_plot_is_written_as_png(tmp_path: Path) -> None:
 def test_no_plot_without_concurrency_figures(tmp_path: Path) -> None:
     result = BenchResult(created="t", machine={}, versions={}, figures=[])
     assert not write_plot(result, tmp_path / "p.png")
+
+
+def test_table_names_the_commit_measured_and_uncommitted_changes() -> None:
+    result = _result()
+    result.machine.update(commit="f" * 40, dirty=True)
+    assert f"- commit measured: {'f' * 40} (with uncommitted changes)" in markdown_table(result)
