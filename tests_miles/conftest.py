@@ -1,0 +1,30 @@
+"""Session set-up for the tests that run the adapter inside real Miles (``tox -e miles``).
+
+The loopback engine, the Miles loop and ``VERIFIERS_CONFIG`` handling are the fixtures of
+``tests/rollout/conftest.py``, reused as they are.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source
+
+# Miles' own types must be the contract here, never the port.
+os.environ["MILES_VERIFIERS_CONTRACT"] = "miles"
+install_sglang_shim()
+
+from tests.rollout.conftest import (  # noqa: E402,F401  (fixtures, reused)
+    engine,
+    engine_port,
+    engine_server,
+    miles_loop,
+    use_config,
+)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    path = miles_source()
+    return f"Miles under test: {path} at commit {miles_commit(path)}"
