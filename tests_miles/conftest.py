@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from miles_verifiers.fixtures.tokenizers import offline_environ
 
-from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source
-
+# Hugging Face reads its offline settings at import, and importing Miles imports it.
+os.environ.update(offline_environ())
 # Miles' own types must be the contract here, never the port.
 os.environ["MILES_VERIFIERS_CONTRACT"] = "miles"
-install_sglang_shim()
 
 from tests.rollout.conftest import (  # noqa: E402,F401  (fixtures, reused)
     engine,
@@ -23,6 +23,9 @@ from tests.rollout.conftest import (  # noqa: E402,F401  (fixtures, reused)
     miles_loop,
     use_config,
 )
+from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source  # noqa: E402
+
+install_sglang_shim()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
