@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from argparse import Namespace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from unittest import mock
 
 from tests.rollout.rollout_support import miles_args as suite_args
 from tests.rollout.rollout_support import point_at
 
 CALL_DEADLINE_S = 120.0
+ROLLOUT_FUNCTION_PATH = "miles_verifiers.VerifiersRolloutFn"
 
 
 @functools.lru_cache(maxsize=1)
 def _miles_defaults() -> dict[str, Any]:
     from miles.utils.arguments import get_miles_extra_args_provider
 
-    parser = argparse.ArgumentParser(add_help=False)
-    get_miles_extra_args_provider()(parser)
-    # The only flag Miles requires; the suite's values below replace it.
-    parsed, _ = parser.parse_known_args(["--rollout-batch-size", "1"])
+    # Miles' provider peeks at sys.argv for the rollout function (to let it add flags), so it
+    # sees the command line a Verifiers run has; the batch size is the one required flag.
+    argv = ["miles", "--rollout-batch-size", "1", "--rollout-function-path", ROLLOUT_FUNCTION_PATH]
+    parser = argparse.ArgumentParser(prog="miles", add_help=False)
+    with mock.patch.object(sys, "argv", argv):
+        get_miles_extra_args_provider()(parser)
+        parsed, _ = parser.parse_known_args(argv[1:])
     return vars(parsed)
 
 

@@ -1,0 +1,45 @@
+"""``--recompute-logprobs-via-prefill`` and the rollout dumper: Miles' own helpers, executed
+against the loopback engine over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.rollout.rollout_support import RecordingEngine, write_config
+from tests_miles.support import build, run_args, train
+
+CLASS_PATH = "miles_verifiers.VerifiersRolloutFn"
+
+
+@pytest.fixture
+def arith(tmp_path: Path, use_config: Any) -> Path:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    use_config(config)
+    return config
+
+
+@pytest.fixture
+def miles_http_client() -> None:
+    """The process-wide client Miles' ``post`` uses; the manager creates it after building the
+    rollout function, before the first call."""
+    from miles.utils.http_utils import init_http_client
+
+    init_http_client(run_args())
+
+
+def test_prefill_recompute_replaces_every_logprob_with_the_engine_prefill_score(
+    engine: RecordingEngine, engine_port: int, arith: Path, miles_http_client: None
+) -> None:
+    args = run_args(recompute_logprobs_via_prefill=True)
+    output = train(build(CLASS_PATH, args, engine_port), rollout_id=0)
+
+    samples = [s for group in output.samples for s in group]
+    assert all(s.metadata.get("rollout_log_probs_source") == "sglang_prefill_recompute" for s in samples)
+    assert all(len(s.rollout_log_probs) == s.response_length for s in samples)
+    scoring = [
+        b for b in engine.bodies if isinstance(b, dict) and b["sampling_params"].get("max_new_tokens") == 0
+    ]
+    assert scoring, "no prefill scoring request reached the engine"
