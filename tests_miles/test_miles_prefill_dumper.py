@@ -43,3 +43,24 @@ def test_prefill_recompute_replaces_every_logprob_with_the_engine_prefill_score(
         b for b in engine.bodies if isinstance(b, dict) and b["sampling_params"].get("max_new_tokens") == 0
     ]
     assert scoring, "no prefill scoring request reached the engine"
+
+
+def test_the_dumper_is_configured_on_every_engine_before_a_call_generates(
+    engine: RecordingEngine, engine_port: int, arith: Path, miles_http_client: None, tmp_path: Path
+) -> None:
+    engine.dumper_requests.clear()
+    args = run_args(dumper_enable=True, dumper_dir=str(tmp_path / "dump"))
+    train(build(CLASS_PATH, args, engine_port), rollout_id=0)
+
+    assert list(engine.dumper_requests) == [
+        ("configure", {"enable": True, "dir": str(tmp_path / "dump"), "exp_name": "engines/engine_0"})
+    ]
+
+
+def test_no_dumper_request_is_sent_when_the_dumper_is_off(
+    engine: RecordingEngine, engine_port: int, arith: Path, miles_http_client: None
+) -> None:
+    engine.dumper_requests.clear()
+    train(build(CLASS_PATH, run_args(), engine_port), rollout_id=0)
+
+    assert list(engine.dumper_requests) == []
