@@ -16,14 +16,14 @@ os.environ.update(offline_environ())
 # Miles' own types must be the contract here, never the port.
 os.environ["MILES_VERIFIERS_CONTRACT"] = "miles"
 
-from tests.rollout.conftest import (  # noqa: E402,F401  (fixtures, reused)
+from tests.rollout.conftest import (  # noqa: F401  (fixtures, reused)
     engine,
     engine_port,
     engine_server,
     miles_loop,
     use_config,
 )
-from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source  # noqa: E402
+from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source
 
 install_sglang_shim()
 

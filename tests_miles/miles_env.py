@@ -48,7 +48,10 @@ def miles_commit(path: Path) -> str:
     try:
         result = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"unknown ({type(error).__name__})"

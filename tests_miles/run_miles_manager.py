@@ -18,8 +18,13 @@ import sys
 from tests_miles.miles_env import install_sglang_shim
 
 _FORWARDED_ENV = (
-    "VERIFIERS_CONFIG", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "MILES_VERIFIERS_CACHE",
-    "TRANSFORMERS_OFFLINE", "PYTHONPATH", "MILES_VERIFIERS_CONTRACT",
+    "VERIFIERS_CONFIG",
+    "HF_HUB_OFFLINE",
+    "HF_HUB_CACHE",
+    "MILES_VERIFIERS_CACHE",
+    "TRANSFORMERS_OFFLINE",
+    "PYTHONPATH",
+    "MILES_VERIFIERS_CONTRACT",
 )
 
 
@@ -28,7 +33,9 @@ def main(port: int) -> None:
     import ray
 
     ray.init(
-        num_cpus=4, num_gpus=1, include_dashboard=False,
+        num_cpus=4,
+        num_gpus=1,
+        include_dashboard=False,
         runtime_env={
             "worker_process_setup_hook": "tests_miles.miles_env.install_sglang_shim",
             "env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ},
@@ -38,17 +45,45 @@ def main(port: int) -> None:
     from miles.utils.arguments import parse_args
 
     sys.argv = [
-        "train.py", "--train-backend", "fsdp", "--hf-checkpoint", "Qwen/Qwen3-0.6B",
-        "--debug-rollout-only", "--rollout-external",
-        "--rollout-external-engine-addrs", f"127.0.0.1:{port}",
-        "--sglang-router-ip", "127.0.0.1", "--sglang-router-port", str(port),
-        "--rollout-function-path", "miles_verifiers.VerifiersRolloutFn",
-        "--disable-rollout-global-dataset", "--rollout-batch-size", "2",
-        "--n-samples-per-prompt", "2", "--global-batch-size", "4", "--num-rollout", "2",
-        "--eval-interval", "1", "--eval-prompt-data", "verifiers-taskset", os.environ["VERIFIERS_CONFIG"],
-        "--rollout-max-response-len", "64", "--actor-num-nodes", "1",
-        "--actor-num-gpus-per-node", "1", "--rollout-num-gpus", "1",
-        "--rollout-num-gpus-per-engine", "1",
+        "train.py",
+        "--train-backend",
+        "fsdp",
+        "--hf-checkpoint",
+        "Qwen/Qwen3-0.6B",
+        "--debug-rollout-only",
+        "--rollout-external",
+        "--rollout-external-engine-addrs",
+        f"127.0.0.1:{port}",
+        "--sglang-router-ip",
+        "127.0.0.1",
+        "--sglang-router-port",
+        str(port),
+        "--rollout-function-path",
+        "miles_verifiers.VerifiersRolloutFn",
+        "--disable-rollout-global-dataset",
+        "--rollout-batch-size",
+        "2",
+        "--n-samples-per-prompt",
+        "2",
+        "--global-batch-size",
+        "4",
+        "--num-rollout",
+        "2",
+        "--eval-interval",
+        "1",
+        "--eval-prompt-data",
+        "verifiers-taskset",
+        os.environ["VERIFIERS_CONFIG"],
+        "--rollout-max-response-len",
+        "64",
+        "--actor-num-nodes",
+        "1",
+        "--actor-num-gpus-per-node",
+        "1",
+        "--rollout-num-gpus",
+        "1",
+        "--rollout-num-gpus-per-engine",
+        "1",
     ]
     args = parse_args()
     pgs = create_placement_groups(args)

@@ -72,9 +72,12 @@ def _matches(port: Any, miles: Any) -> bool:
 def _mismatches(port_cls: type, miles_cls: type) -> list[str]:
     port, miles = _shape(port_cls), _shape(miles_cls)
     if [n for n, _, _ in port] != [n for n, _, _ in miles]:
-        return [f"field names/order: port {[n for n, _, _ in port]} vs Miles {[n for n, _, _ in miles]}"]
+        return [
+            f"field names/order: port {[n for n, _, _ in port]} vs Miles {[n for n, _, _ in miles]}"
+        ]
     return [
-        f"{p_name}: port ({p_type}, default {p_default!r}) vs Miles ({m_type}, default {m_default!r})"
+        f"{p_name}: port ({p_type}, default {p_default!r}) "
+        f"vs Miles ({m_type}, default {m_default!r})"
         for (p_name, p_type, p_default), (_, m_type, m_default) in zip(port, miles, strict=True)
         if p_default != m_default or not _matches(p_type, m_type)
     ]
@@ -114,9 +117,15 @@ def test_the_port_has_exactly_miles_sample_status_members() -> None:
 
 def test_the_port_sample_has_every_public_method_of_miles_sample() -> None:
     def methods(cls: type) -> set[str]:
-        return {n for n, v in vars(cls).items() if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+        return {
+            n
+            for n, v in vars(cls).items()
+            if callable(v) or isinstance(v, (staticmethod, classmethod, property))
+        }
 
-    miles_methods = {n for n in methods(_miles("miles.utils.types").Sample) if not n.startswith("_")}
+    miles_methods = {
+        n for n in methods(_miles("miles.utils.types").Sample) if not n.startswith("_")
+    }
     port_methods = {n for n in methods(port_sample.Sample) if not n.startswith("_")}
     assert miles_methods - {"Status", "SpecInfo", "PrefixCacheInfo"} <= port_methods
 
@@ -124,9 +133,18 @@ def test_the_port_sample_has_every_public_method_of_miles_sample() -> None:
 def test_a_sample_round_trips_between_the_port_and_miles_through_to_dict() -> None:
     miles_sample_cls = _miles("miles.utils.types").Sample
     port = port_sample.Sample(
-        group_index=1, index=3, prompt="p", tokens=[1, 2, 3], response="r", response_length=2,
-        reward={"acc": 1.0}, loss_mask=[1, 1], rollout_log_probs=[-0.1, -0.2],
-        status=port_sample.Sample.Status.TRUNCATED, metadata={"k": "v"}, routing_key="key",
+        group_index=1,
+        index=3,
+        prompt="p",
+        tokens=[1, 2, 3],
+        response="r",
+        response_length=2,
+        reward={"acc": 1.0},
+        loss_mask=[1, 1],
+        rollout_log_probs=[-0.1, -0.2],
+        status=port_sample.Sample.Status.TRUNCATED,
+        metadata={"k": "v"},
+        routing_key="key",
     )
     as_miles = miles_sample_cls.from_dict(port.to_dict())
     assert as_miles.to_dict() == port.to_dict()

@@ -22,24 +22,40 @@ def _parse_miles_command_line(config: Path, port: int) -> Any:
 
     argv = [
         "train.py",
-        "--train-backend", "fsdp",
-        "--hf-checkpoint", "Qwen/Qwen3-0.6B",
-        "--rollout-function-path", "miles_verifiers.VerifiersRolloutFn",
+        "--train-backend",
+        "fsdp",
+        "--hf-checkpoint",
+        "Qwen/Qwen3-0.6B",
+        "--rollout-function-path",
+        "miles_verifiers.VerifiersRolloutFn",
         "--disable-rollout-global-dataset",
         "--rollout-external",
-        "--rollout-external-engine-addrs", f"127.0.0.1:{port}",
+        "--rollout-external-engine-addrs",
+        f"127.0.0.1:{port}",
         "--debug-rollout-only",
-        "--rollout-batch-size", "2",
-        "--n-samples-per-prompt", "2",
-        "--global-batch-size", "4",
-        "--num-rollout", "2",
-        "--eval-interval", "1",
-        "--eval-prompt-data", "verifiers-taskset", str(config),
-        "--rollout-max-response-len", "64",
-        "--actor-num-nodes", "1",
-        "--actor-num-gpus-per-node", "1",
-        "--rollout-num-gpus", "1",
-        "--rollout-num-gpus-per-engine", "1",
+        "--rollout-batch-size",
+        "2",
+        "--n-samples-per-prompt",
+        "2",
+        "--global-batch-size",
+        "4",
+        "--num-rollout",
+        "2",
+        "--eval-interval",
+        "1",
+        "--eval-prompt-data",
+        "verifiers-taskset",
+        str(config),
+        "--rollout-max-response-len",
+        "64",
+        "--actor-num-nodes",
+        "1",
+        "--actor-num-gpus-per-node",
+        "1",
+        "--rollout-num-gpus",
+        "1",
+        "--rollout-num-gpus-per-engine",
+        "1",
     ]
     with mock.patch.object(sys, "argv", argv):
         return parse_args()
@@ -54,7 +70,11 @@ def test_a_run_parsed_by_miles_trains_and_evaluates_through_the_adapter(
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
     use_config(config)
     args = in_worker_thread(_parse_miles_command_line, config, engine_port)
-    assert args.rollout_function_path == args.eval_function_path == "miles_verifiers.VerifiersRolloutFn"
+    assert (
+        args.rollout_function_path
+        == args.eval_function_path
+        == "miles_verifiers.VerifiersRolloutFn"
+    )
 
     fn = build(args.rollout_function_path, args, engine_port)
     evaluated = []
@@ -65,6 +85,8 @@ def test_a_run_parsed_by_miles_trains_and_evaluates_through_the_adapter(
         if should_run_periodic_action(rollout_id, args.eval_interval, None):
             result = evaluate(fn, rollout_id)
             logged = log_eval_rollout_data(rollout_id, args, result.data, result.metrics)
-            evaluated.append(sorted(k for k in logged if k.startswith("eval/") and k.count("/") == 1))
+            evaluated.append(
+                sorted(k for k in logged if k.startswith("eval/") and k.count("/") == 1)
+            )
     assert len(evaluated) == 2
     assert all(any(key.endswith("-truncated_ratio") for key in keys) for keys in evaluated)

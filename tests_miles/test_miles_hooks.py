@@ -68,7 +68,9 @@ def test_a_custom_rm_path_is_loaded_and_called_by_miles_rm_hub(
 def test_a_group_rm_scores_each_group_through_miles_batched_rm(
     engine: RecordingEngine, engine_port: int, arith: Path
 ) -> None:
-    args = run_args(n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward")
+    args = run_args(
+        n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward"
+    )
     output = train(build(CLASS_PATH, args, engine_port), rollout_id=0)
 
     assert [s.reward for s in _flat(output)] == [3.0] * 6

@@ -77,9 +77,7 @@ def test_the_legacy_v1_manager_path_calls_the_function_with_the_old_signature(
     args = run_args()
     fn = load_function(LEGACY_PATH)
     point_at(args, engine_port)
-    output = in_worker_thread(
-        lambda: call_rollout_fn(fn, args, 0, None, evaluation=False)
-    )
+    output = in_worker_thread(lambda: call_rollout_fn(fn, args, 0, None, evaluation=False))
     assert type(output) is RolloutFnTrainOutput
     assert sum(len(group) for group in output.samples) == 4
 

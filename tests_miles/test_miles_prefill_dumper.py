@@ -1,5 +1,5 @@
-"""``--recompute-logprobs-via-prefill`` and the rollout dumper: Miles' own helpers, executed
-against the loopback engine over HTTP."""
+"""``--recompute-logprobs-via-prefill``, the SGLang dumper and the debug rollout dump: Miles'
+own helpers, executed against the loopback engine over HTTP."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.rollout.rollout_support import RecordingEngine, write_config
-from tests_miles.support import build, run_args, train
+from tests_miles.support import build, evaluate, run_args, train
 
 CLASS_PATH = "miles_verifiers.VerifiersRolloutFn"
 
@@ -37,10 +37,14 @@ def test_prefill_recompute_replaces_every_logprob_with_the_engine_prefill_score(
     output = train(build(CLASS_PATH, args, engine_port), rollout_id=0)
 
     samples = [s for group in output.samples for s in group]
-    assert all(s.metadata.get("rollout_log_probs_source") == "sglang_prefill_recompute" for s in samples)
+    assert all(
+        s.metadata.get("rollout_log_probs_source") == "sglang_prefill_recompute" for s in samples
+    )
     assert all(len(s.rollout_log_probs) == s.response_length for s in samples)
     scoring = [
-        b for b in engine.bodies if isinstance(b, dict) and b["sampling_params"].get("max_new_tokens") == 0
+        b
+        for b in engine.bodies
+        if isinstance(b, dict) and b["sampling_params"].get("max_new_tokens") == 0
     ]
     assert scoring, "no prefill scoring request reached the engine"
 
@@ -53,7 +57,10 @@ def test_the_dumper_is_configured_on_every_engine_before_a_call_generates(
     train(build(CLASS_PATH, args, engine_port), rollout_id=0)
 
     assert list(engine.dumper_requests) == [
-        ("configure", {"enable": True, "dir": str(tmp_path / "dump"), "exp_name": "engines/engine_0"})
+        (
+            "configure",
+            {"enable": True, "dir": str(tmp_path / "dump"), "exp_name": "engines/engine_0"},
+        )
     ]
 
 
@@ -64,3 +71,23 @@ def test_no_dumper_request_is_sent_when_the_dumper_is_off(
     train(build(CLASS_PATH, run_args(), engine_port), rollout_id=0)
 
     assert list(engine.dumper_requests) == []
+
+
+def test_miles_saves_and_reloads_the_adapter_rollout_data_sample_for_sample(
+    engine: RecordingEngine, engine_port: int, arith: Path, tmp_path: Path
+) -> None:
+    from miles.ray.rollout.debug_data import load_debug_rollout_data, save_debug_rollout_data
+    from miles.ray.rollout.rollout_data_conversion import postprocess_rollout_data
+
+    template = str(tmp_path / "debug" / "rollout_{rollout_id}.pt")
+    args = run_args(
+        eval_interval=1, save_debug_rollout_data=template, load_debug_rollout_data=template
+    )
+    fn = build(CLASS_PATH, args, engine_port)
+    flat, metadata = postprocess_rollout_data(args, train(fn, rollout_id=0).samples, None)
+    save_debug_rollout_data(args, flat, rollout_id=0, evaluation=False, metadata=metadata)
+    save_debug_rollout_data(args, evaluate(fn, rollout_id=0).data, rollout_id=0, evaluation=True)
+
+    reloaded, _ = load_debug_rollout_data(args, rollout_id=0)
+    assert [s.to_dict() for s in reloaded] == [s.to_dict() for s in flat]
+    assert (tmp_path / "debug" / "rollout_eval_0.pt").is_file()
