@@ -183,3 +183,30 @@ def test_miles_train_logging_sees_the_prompt_tokens_the_engine_reported(
     assert [s.prefix_cache_info.total_prompt_tokens for s in flat] == [
         len(s.tokens) - s.response_length for s in flat
     ]
+
+
+@pytest.mark.parametrize("config_name", ["mv_arith", "mv_tools", "mv_dialogue"])
+def test_every_train_and_eval_sample_passes_miles_own_sample_validation(
+    config_name: str, engine: RecordingEngine, engine_port: int, tmp_path: Path, use_config: Any
+) -> None:
+    use_config(write_config(tmp_path, config_name, taskset={"num_tasks": 2}))
+    args = run_args(rollout_batch_size=1, eval_interval=1)
+    fn = build(CLASS_PATH, args, engine_port)
+
+    samples = [s for group in train(fn, rollout_id=0).samples for s in group]
+    samples += [s for entry in evaluate(fn, rollout_id=0).data.values() for s in entry["samples"]]
+    for sample in samples:
+        sample.validate()
+    assert samples
+
+
+@pytest.mark.parametrize("config_name", ["mv_tools", "mv_dialogue"])
+def test_multi_turn_samples_become_miles_train_data_with_a_mask_per_response_token(
+    config_name: str, engine: RecordingEngine, engine_port: int, tmp_path: Path, use_config: Any
+) -> None:
+    use_config(write_config(tmp_path, config_name, taskset={"num_tasks": 2}))
+    args = run_args(rollout_batch_size=1)
+    _, data = train_data(args, train(build(CLASS_PATH, args, engine_port), rollout_id=0))
+
+    assert [len(mask) for mask in data["loss_masks"]] == data["response_lengths"]
+    assert [len(lp) for lp in data["rollout_log_probs"]] == data["response_lengths"]
