@@ -137,3 +137,22 @@ def test_the_all_samples_hook_gets_every_group_and_miles_data_source(
     ((groups, given),) = args.test_all_groups_calls
     assert groups == [[s.index for s in g] for g in output.samples]
     assert given is data_source
+
+
+def test_every_hook_flag_is_resolved_by_miles_own_load_function(
+    engine: RecordingEngine, engine_port: int, arith: Path
+) -> None:
+    from unittest import mock
+
+    import miles.utils.misc
+
+    paths = {
+        "dynamic_sampling_filter_path": f"{MILES_FILTERS}.check_no_aborted",
+        "rollout_sample_filter_path": f"{HOOKS}.remember_returned_groups",
+        "rollout_all_samples_process_path": f"{HOOKS}.remember_all_groups",
+    }
+    real = miles.utils.misc.load_function
+    with mock.patch.object(miles.utils.misc, "load_function", wraps=real) as spy:
+        build(CLASS_PATH, run_args(**paths), engine_port)
+
+    assert set(paths.values()) <= {call.args[0] for call in spy.call_args_list}
