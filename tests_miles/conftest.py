@@ -23,11 +23,20 @@ from tests.rollout.conftest import (  # noqa: F401  (fixtures, reused)
     miles_loop,
     use_config,
 )
-from tests_miles.miles_env import install_sglang_shim, miles_commit, miles_source
+from tests_miles.miles_env import (
+    MilesSourceError,
+    install_sglang_shim,
+    miles_commit,
+    miles_source,
+)
 
+# Never green by accident: without a named checkout nothing here may run.
+try:
+    MILES_SOURCE = miles_source()
+except MilesSourceError as error:
+    raise pytest.UsageError(str(error)) from None
 install_sglang_shim()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    path = miles_source()
-    return f"Miles under test: {path} at commit {miles_commit(path)}"
+    return f"Miles under test: {MILES_SOURCE} at commit {miles_commit(MILES_SOURCE)}"
