@@ -221,3 +221,16 @@ def test_abort_request_refuses_a_body_that_is_not_an_object(client: httpx.Client
 
 def test_unknown_routes_are_404(client: httpx.Client) -> None:
     assert client.get("/no_such_route").status_code == 404
+
+
+def test_dumper_control_is_recorded_and_answered_with_an_empty_result_list(
+    client: httpx.Client, shared_engine: RunningEngine
+) -> None:
+    body = {"enable": True, "dir": "/tmp/dump", "exp_name": "engines/engine_0"}
+    response = client.post("/dumper/configure", json=body)
+    assert (response.status_code, response.json()) == (200, [])
+    assert shared_engine.engine.dumper_requests[-1] == ("configure", body)
+
+
+def test_a_dumper_body_that_is_not_an_object_is_rejected_with_400(client: httpx.Client) -> None:
+    assert client.post("/dumper/configure", json=[1]).status_code == 400
