@@ -8,6 +8,7 @@
 ``--conformance-report PATH``    where the report goes (``PATH.md`` and ``PATH.json``)
 ``--clause ID``                  run only the tests of this clause (repeatable)
 ``--conformance-profile ci|long`` hypothesis budget (env ``CONFORMANCE_PROFILE``)
+``--call-deadline SECONDS``      how long one rollout call may take before it is a hang
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
 DEFAULT_REPLACEMENT_ERROR = "miles_verifiers._scheduling:DispatchBudgetError"
+DEFAULT_CALL_DEADLINE_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +62,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="ID",
         help="run only the tests that check this clause (repeatable)",
+    )
+    group.addoption(
+        "--call-deadline",
+        type=float,
+        default=DEFAULT_CALL_DEADLINE_S,
+        metavar="SECONDS",
+        help="a rollout call that has not returned after this long fails its test as a hang "
+        f"(default: {DEFAULT_CALL_DEADLINE_S:.0f})",
     )
     group.addoption(
         "--conformance-profile",
