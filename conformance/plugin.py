@@ -115,6 +115,10 @@ class ConformanceReporter:
         self.written: list[Path] = []
         self.summary: Mapping[str, int] = {}
 
+    # Last, so that syrupy records every collected test before --clause drops some: it then
+    # knows the run was selective and keeps the snapshots of the tests that did not run
+    # (when what it saw collected equals what ran, an update deletes every snapshot unused).
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         unknown = sorted(
             {cid for item in items for mark in item.iter_markers("clause") for cid in mark.args}
