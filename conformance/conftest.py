@@ -35,7 +35,8 @@ def load_object(spec: str, option: str) -> Any:
 
 
 @pytest.fixture(scope="session")
-def adapter_class(pytestconfig: pytest.Config) -> type:
+def adapter_class(pytestconfig: pytest.Config) -> Any:
+    """The rollout function class, or a legacy function (wrapped as Miles wraps one)."""
     return load_object(pytestconfig.getoption("--adapter"), "--adapter")
 
 

@@ -3,7 +3,7 @@
 ``conformance/conftest.py`` imports ``pytest_addoption`` and ``pytest_configure`` from here;
 ``pytest_configure`` registers the reporter and the snapshot fixtures. Options:
 
-``--adapter module:attribute``   the rollout function class under test
+``--adapter module:attribute``   the rollout function class (or legacy function) under test
 ``--replacement-error module:Class`` the adapter's bounded-replacement error
 ``--conformance-report PATH``    where the report goes (``PATH.md`` and ``PATH.json``)
 ``--clause ID``                  run only the tests of this clause (repeatable)
@@ -40,7 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--adapter",
         default=DEFAULT_ADAPTER,
         metavar="MODULE:ATTRIBUTE",
-        help=f"rollout function class under test (default: {DEFAULT_ADAPTER})",
+        help="rollout function class, or legacy generate_rollout(args, rollout_id, data_source, "
+        f"evaluation) function, under test (default: {DEFAULT_ADAPTER})",
     )
     group.addoption(
         "--replacement-error",
