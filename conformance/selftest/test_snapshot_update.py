@@ -9,7 +9,7 @@ import pytest
 from conformance.selftest.runner import run_pytest
 
 # Two snapshot tests in one file, of two clauses; each one's text comes from the environment.
-SNAPSHOT_TESTS = '''
+SNAPSHOT_TESTS = """
 import os
 
 import pytest
@@ -23,7 +23,7 @@ def test_training(token_snapshot):
 @pytest.mark.clause("SNP-4")
 def test_eval(token_snapshot):
     token_snapshot("eval v1")
-'''
+"""
 CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 
