@@ -35,7 +35,8 @@ def load_object(spec: str, option: str) -> Any:
 
 
 @pytest.fixture(scope="session")
-def adapter_class(pytestconfig: pytest.Config) -> type:
+def adapter_class(pytestconfig: pytest.Config) -> Any:
+    """The rollout function class, or a legacy function (wrapped as Miles wraps one)."""
     return load_object(pytestconfig.getoption("--adapter"), "--adapter")
 
 
@@ -70,16 +71,27 @@ def miles_loop() -> Iterator[MilesLoop]:
 
 
 @pytest.fixture(scope="session")
+def call_deadline_s(pytestconfig: pytest.Config) -> float:
+    deadline = float(pytestconfig.getoption("--call-deadline"))
+    if deadline <= 0:
+        raise pytest.UsageError(f"--call-deadline {deadline:g}: give a positive number of seconds")
+    return deadline
+
+
+@pytest.fixture(scope="session")
 def world(
     adapter_class: type,
     contract: Any,
     recording_engine: tuple[RecordingEngine, str, int],
     miles_loop: MilesLoop,
+    call_deadline_s: float,
 ) -> MilesWorld:
     from conformance.world import MilesWorld
 
     engine, host, port = recording_engine
-    return MilesWorld(adapter_class, contract, engine, host, port, miles_loop)
+    return MilesWorld(
+        adapter_class, contract, engine, host, port, miles_loop, deadline_s=call_deadline_s
+    )
 
 
 # Production deployments (the topology in front of the engines, and the SGLang version they
@@ -98,6 +110,7 @@ def deployment_world(
     adapter_class: type,
     contract: Any,
     miles_loop: MilesLoop,
+    call_deadline_s: float,
 ) -> Iterator[MilesWorld]:
     """A world whose engine is a production deployment; cases whose router cannot start skip."""
     from conformance.world import EnginePool, MilesWorld, RecordingEngine
@@ -120,6 +133,7 @@ def deployment_world(
                 url.host,
                 url.port or 80,
                 miles_loop,
+                deadline_s=call_deadline_s,
                 deployment=request.param,
             )
     except TopologyUnavailable as exc:

@@ -1,8 +1,11 @@
 """Miles hooks the suite plugs into an adapter by path, as a user would with Miles flags.
 
-``--dynamic-sampling-filter-path conformance.hooks:drop_listed_prompts`` drops every group
+``--dynamic-sampling-filter-path conformance.hooks.drop_listed_prompts`` drops every group
 whose task prompt is one of ``args.conformance_drop_prompts``: a drop pattern that depends on
 the task alone, so the suite can predict exactly which tasks a run must keep.
+
+Paths are dotted (``package.module.attribute``): Miles' own loader splits a hook path at its
+last dot, so a ``module:attribute`` path would load under a lenient adapter and fail in Miles.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from typing import Any
 
 from conformance.world import prompt_matches
 
-DROP_FILTER_PATH = "conformance.hooks:drop_listed_prompts"
+DROP_FILTER_PATH = "conformance.hooks.drop_listed_prompts"
+# Every hook path the suite passes to an adapter (checked against Miles' loader by a selftest).
+HOOK_PATHS = (DROP_FILTER_PATH,)
 DROP_REASON = "conformance_drop_pattern"
 
 

@@ -3,11 +3,12 @@
 ``conformance/conftest.py`` imports ``pytest_addoption`` and ``pytest_configure`` from here;
 ``pytest_configure`` registers the reporter and the snapshot fixtures. Options:
 
-``--adapter module:attribute``   the rollout function class under test
+``--adapter module:attribute``   the rollout function class (or legacy function) under test
 ``--replacement-error module:Class`` the adapter's bounded-replacement error
 ``--conformance-report PATH``    where the report goes (``PATH.md`` and ``PATH.json``)
 ``--clause ID``                  run only the tests of this clause (repeatable)
 ``--conformance-profile ci|long`` hypothesis budget (env ``CONFORMANCE_PROFILE``)
+``--call-deadline SECONDS``      how long one rollout call may take before it is a hang
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
 DEFAULT_REPLACEMENT_ERROR = "miles_verifiers._scheduling:DispatchBudgetError"
+DEFAULT_CALL_DEADLINE_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,7 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--adapter",
         default=DEFAULT_ADAPTER,
         metavar="MODULE:ATTRIBUTE",
-        help=f"rollout function class under test (default: {DEFAULT_ADAPTER})",
+        help="rollout function class, or legacy generate_rollout(args, rollout_id, data_source, "
+        f"evaluation) function, under test (default: {DEFAULT_ADAPTER})",
     )
     group.addoption(
         "--replacement-error",
@@ -60,6 +63,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="ID",
         help="run only the tests that check this clause (repeatable)",
+    )
+    group.addoption(
+        "--call-deadline",
+        type=float,
+        default=DEFAULT_CALL_DEADLINE_S,
+        metavar="SECONDS",
+        help="a rollout call that has not returned after this long fails its test as a hang "
+        f"(default: {DEFAULT_CALL_DEADLINE_S:.0f})",
     )
     group.addoption(
         "--conformance-profile",
@@ -105,6 +116,10 @@ class ConformanceReporter:
         self.written: list[Path] = []
         self.summary: Mapping[str, int] = {}
 
+    # Last, so that syrupy records every collected test before --clause drops some: it then
+    # knows the run was selective and keeps the snapshots of the tests that did not run
+    # (when what it saw collected equals what ran, an update deletes every snapshot unused).
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         unknown = sorted(
             {cid for item in items for mark in item.iter_markers("clause") for cid in mark.args}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conformance.budget import budget
 from conformance.miles_side import miles_args, point_at_engine
-from conformance.world import MilesWorld, write_config
+from conformance.world import LegacyRolloutFn, MilesWorld, write_config
 
 # Each unsupported Miles option: the flag the error must name, the attribute and a value
 # that turns it on. Prompt-data loading is on unless --disable-rollout-global-dataset is passed.
@@ -62,8 +62,12 @@ def supported_options(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def construction_error(world: MilesWorld, args: Any, config: Path | str | None) -> Exception:
+    """The set-up error: at construction, or for a legacy function (which Miles does not
+    construct) at its first call."""
     try:
-        world.construct(args, config)
+        fn = world.construct(args, config)
+        if isinstance(fn, LegacyRolloutFn):
+            world.train(fn, 0)
     except Exception as error:
         return error
     raise AssertionError("construction succeeded where it must fail")

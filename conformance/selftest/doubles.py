@@ -12,6 +12,8 @@ contract only (what the call returns, or what goes over the wire to the engine):
 - ``PatchedEngineAnswers``: sends every request through a proxy that turns positive or NaN
   logprobs in the engine's answers into plausible ones, as an adapter that patches over
   contract-breaking answers instead of refusing them would, so they get trained on (FLT-3).
+- ``HangsForever``: never returns from a train call, as an adapter stuck retrying would; a
+  hang must fail FLT-1 whatever ``--replacement-error`` names.
 
 Use with ``pytest conformance --adapter conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
@@ -188,3 +190,12 @@ class LeakySamplingKey(_Proxied):
 
 class PatchedEngineAnswers(_Proxied):
     rewrite_answer = staticmethod(_patch_logprobs)
+
+
+HANG_S = 3600.0  # far past any deadline; the call runs on a daemon thread, so exit is not held
+
+
+class HangsForever(_Wrapper):
+    def __call__(self, rollout_input: Any) -> Any:
+        threading.Event().wait(HANG_S)
+        return super().__call__(rollout_input)

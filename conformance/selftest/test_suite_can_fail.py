@@ -56,3 +56,23 @@ def test_a_broken_adapter_fails_the_matching_clauses(
         assert any(r.startswith("call:") for r in reasons), (
             f"{clause} failed only outside the test body: {reasons}"
         )
+
+
+@pytest.mark.clause("SUITE-1")
+def test_a_hang_fails_the_clause_even_with_a_catch_all_replacement_error(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    run = run_pytest(
+        [
+            "conformance/test_faults.py::"
+            "test_an_engine_that_always_fails_ends_with_the_replacement_error",
+            "--adapter=conformance.selftest.doubles:HangsForever",
+            "--replacement-error=builtins:Exception",
+            "--call-deadline=1",
+        ],
+        cwd=REPO_ROOT,
+        report_base=tmp_path / "report",
+        env={WRAPPED_ENV: pytestconfig.getoption("--adapter")},
+    )
+
+    assert run.clause_outcomes()["FLT-1"] == "failed", run.output[-3000:]
