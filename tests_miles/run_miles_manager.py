@@ -16,6 +16,7 @@ import os
 import sys
 
 from tests_miles.miles_env import install_sglang_shim
+from tests_miles.support import miles_command_line
 
 _FORWARDED_ENV = (
     "VERIFIERS_CONFIG",
@@ -44,47 +45,13 @@ def main(port: int) -> None:
     from miles.ray.placement_group import create_placement_groups, create_rollout_manager
     from miles.utils.arguments import parse_args
 
-    sys.argv = [
-        "train.py",
-        "--train-backend",
-        "fsdp",
-        "--hf-checkpoint",
-        "Qwen/Qwen3-0.6B",
-        "--debug-rollout-only",
-        "--rollout-external",
-        "--rollout-external-engine-addrs",
-        f"127.0.0.1:{port}",
-        "--sglang-router-ip",
-        "127.0.0.1",
-        "--sglang-router-port",
-        str(port),
-        "--rollout-function-path",
-        "miles_verifiers.VerifiersRolloutFn",
-        "--disable-rollout-global-dataset",
-        "--rollout-batch-size",
-        "2",
-        "--n-samples-per-prompt",
-        "2",
-        "--global-batch-size",
-        "4",
-        "--num-rollout",
-        "2",
-        "--eval-interval",
-        "1",
-        "--eval-prompt-data",
-        "verifiers-taskset",
+    # Miles starts its own router unless one is named; the loopback engine stands in for it.
+    sys.argv = miles_command_line(
         os.environ["VERIFIERS_CONFIG"],
-        "--rollout-max-response-len",
-        "64",
-        "--actor-num-nodes",
-        "1",
-        "--actor-num-gpus-per-node",
-        "1",
-        "--rollout-num-gpus",
-        "1",
-        "--rollout-num-gpus-per-engine",
-        "1",
-    ]
+        port,
+        "--sglang-router-ip", "127.0.0.1",
+        "--sglang-router-port", str(port),
+    )  # fmt: skip
     args = parse_args()
     pgs = create_placement_groups(args)
     manager, _ = create_rollout_manager(args, pgs["rollout"])

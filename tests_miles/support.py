@@ -96,3 +96,30 @@ def train_data(args: Namespace, output: Any) -> tuple[list[Any], dict[str, Any]]
         custom_reward_post_process_func=None,
     )
     return flat, data
+
+
+def miles_command_line(config: str, port: int, *extra: str) -> list[str]:
+    """``train.py``'s argv for a two-rollout run with eval, rollout only, against an external
+    engine at ``port`` (the loopback engine), training through the adapter."""
+    return [
+        "train.py",
+        "--train-backend", "fsdp",
+        "--hf-checkpoint", "Qwen/Qwen3-0.6B",
+        "--rollout-function-path", "miles_verifiers.VerifiersRolloutFn",
+        "--disable-rollout-global-dataset",
+        "--debug-rollout-only",
+        "--rollout-external",
+        "--rollout-external-engine-addrs", f"127.0.0.1:{port}",
+        "--rollout-batch-size", "2",
+        "--n-samples-per-prompt", "2",
+        "--global-batch-size", "4",
+        "--num-rollout", "2",
+        "--eval-interval", "1",
+        "--eval-prompt-data", "verifiers-taskset", config,
+        "--rollout-max-response-len", "64",
+        "--actor-num-nodes", "1",
+        "--actor-num-gpus-per-node", "1",
+        "--rollout-num-gpus", "1",
+        "--rollout-num-gpus-per-engine", "1",
+        *extra,
+    ]  # fmt: skip

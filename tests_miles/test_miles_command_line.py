@@ -14,49 +14,20 @@ from typing import Any
 from unittest import mock
 
 from tests.rollout.rollout_support import RecordingEngine, write_config
-from tests_miles.support import build, evaluate, in_worker_thread, train, train_data
+from tests_miles.support import (
+    build,
+    evaluate,
+    in_worker_thread,
+    miles_command_line,
+    train,
+    train_data,
+)
 
 
 def _parse_miles_command_line(config: Path, port: int) -> Any:
     from miles.utils.arguments import parse_args
 
-    argv = [
-        "train.py",
-        "--train-backend",
-        "fsdp",
-        "--hf-checkpoint",
-        "Qwen/Qwen3-0.6B",
-        "--rollout-function-path",
-        "miles_verifiers.VerifiersRolloutFn",
-        "--disable-rollout-global-dataset",
-        "--rollout-external",
-        "--rollout-external-engine-addrs",
-        f"127.0.0.1:{port}",
-        "--debug-rollout-only",
-        "--rollout-batch-size",
-        "2",
-        "--n-samples-per-prompt",
-        "2",
-        "--global-batch-size",
-        "4",
-        "--num-rollout",
-        "2",
-        "--eval-interval",
-        "1",
-        "--eval-prompt-data",
-        "verifiers-taskset",
-        str(config),
-        "--rollout-max-response-len",
-        "64",
-        "--actor-num-nodes",
-        "1",
-        "--actor-num-gpus-per-node",
-        "1",
-        "--rollout-num-gpus",
-        "1",
-        "--rollout-num-gpus-per-engine",
-        "1",
-    ]
+    argv = miles_command_line(str(config), port)
     with mock.patch.object(sys, "argv", argv):
         return parse_args()
 
