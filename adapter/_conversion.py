@@ -200,6 +200,7 @@ def trace_to_sample(
     sample_cls: type | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
+    prefix_cache: Callable[[str], Any] | None = None,
 ) -> Any | None:
     """The sample for ``trace``, or None when it has no branch (no model turn was committed,
     e.g. an overlong first prompt), which the caller should treat as an empty trace.
@@ -249,8 +250,21 @@ def trace_to_sample(
         status=sample_status(trace, cast(Any, cls).Status, is_abort),
         metadata=metadata,
     )
+    if prefix_cache is not None:
+        record_prefix_cache(sample, prefix_cache(trace.id))
     sample.validate()
     return sample
+
+
+def record_prefix_cache(sample: Any, usage: Any) -> None:
+    """Put the engine's prompt and cached-token counts of a trace on its sample, where Miles
+    reads them for ``rollout/prefix_cache_hit_rate`` (samples of a Miles without the field,
+    or traces the engine never answered, are left as they are)."""
+    info = getattr(sample, "prefix_cache_info", None)
+    if info is None or usage is None:
+        return
+    info.cached_tokens = usage.cached_tokens
+    info.total_prompt_tokens = usage.prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -283,6 +297,7 @@ def convert_group(
     sample_cls: type | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
+    prefix_cache: Callable[[str], Any] | None = None,
 ) -> ConvertedGroup:
     """Convert one task's traces; the i-th trace gets ``index = first_index + i``.
 
@@ -300,6 +315,7 @@ def convert_group(
                 sample_cls=sample_cls,
                 extra_metadata=extra_metadata,
                 is_abort=is_abort,
+                prefix_cache=prefix_cache,
             )
             for position, trace in enumerate(traces)
         )

@@ -154,6 +154,7 @@ def group_entries(
     position: int,
     setup: EvalSetup,
     weight_version: Any,
+    prefix_cache: Callable[[str], Any] | None = None,
 ) -> list[EvalEntry]:
     """One entry per requested rollout of one task (raises only for multi-branch traces)."""
     n = setup.n_samples_per_eval_prompt
@@ -186,6 +187,7 @@ def group_entries(
                 reward_key=None,
                 weight_version=weight_version,
                 sample_cls=setup.sample_cls,
+                prefix_cache=prefix_cache,
             )
         except MultipleBranchesError:
             raise
@@ -241,7 +243,14 @@ async def evaluate(
                 semaphore=semaphore,
                 deadline_s=setup.episode_deadline_s,
             )
-            entries = group_entries(result, task, position, setup, weight_version)
+            entries = group_entries(
+                result,
+                task,
+                position,
+                setup,
+                weight_version,
+                prefix_cache=scope.transport.prefix_cache_usage,
+            )
             scored = [e.sample for e in entries if not e.empty]
             if setup.hooks.reward_model is not None and scored:
                 await setup.hooks.reward_model.apply(args, scored, evaluation=True)

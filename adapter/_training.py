@@ -188,6 +188,7 @@ async def judge_group(
     setup: TrainSetup,
     args: Any,
     weight_version: Any,
+    prefix_cache: Callable[[str], Any] | None = None,
 ) -> Judged:
     """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
     :class:`MultipleBranchesError`) for problems every group would have."""
@@ -217,6 +218,7 @@ async def judge_group(
             reward_key=conversion_key,
             weight_version=weight_version,
             sample_cls=setup.sample_cls,
+            prefix_cache=prefix_cache,
         )
     except MultipleBranchesError:
         raise
@@ -281,7 +283,14 @@ class _Dispatcher:
             semaphore=self.semaphore,
             deadline_s=self.setup.episode_deadline_s,
         )
-        return await judge_group(run, offset, self.setup, self.args, self.weight_version)
+        return await judge_group(
+            run,
+            offset,
+            self.setup,
+            self.args,
+            self.weight_version,
+            prefix_cache=self.scope.transport.prefix_cache_usage,
+        )
 
     def dispatch(self, count: int) -> None:
         offsets, self.cursor = self.cursor.take(count)

@@ -168,11 +168,6 @@ def test_miles_train_logging_reads_the_adapter_samples_and_keeps_its_metrics(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the transport drops meta_info.prompt_tokens/cached_tokens, so Miles "
-    "logs rollout/prefix_cache_hit_rate as 0 (Sample.prefix_cache_info is never filled)",
-)
 def test_miles_train_logging_sees_the_prompt_tokens_the_engine_reported(
     engine: RecordingEngine, engine_port: int, arith: Path
 ) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["SessionLedger"]
+__all__ = ["PrefixCacheLedger", "PrefixCacheUsage", "SessionLedger"]
 
 
 class SessionLedger:
@@ -38,3 +41,44 @@ class SessionLedger:
         self._seen.move_to_end(session_id)
         while len(self._seen) > self._capacity:
             self._seen.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class PrefixCacheUsage:
+    """Prompt tokens a session sent and how many of them the engine's prefix cache held,
+    summed over its generate calls (SGLang's ``meta_info`` ``prompt_tokens`` and
+    ``cached_tokens``)."""
+
+    cached_tokens: int = 0
+    prompt_tokens: int = 0
+
+    def plus(self, meta_info: Mapping[str, Any]) -> PrefixCacheUsage:
+        return PrefixCacheUsage(
+            self.cached_tokens + _count(meta_info.get("cached_tokens")),
+            self.prompt_tokens + _count(meta_info.get("prompt_tokens")),
+        )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class PrefixCacheLedger:
+    """Per-session :class:`PrefixCacheUsage`, least recently used first out, at most
+    ``capacity`` sessions (like :class:`SessionLedger`)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        self._capacity = capacity
+        self._usage: OrderedDict[str, PrefixCacheUsage] = OrderedDict()
+
+    def add(self, session_id: str, meta_info: Mapping[str, Any]) -> None:
+        """Count one answered generate call of ``session_id``."""
+        self._usage[session_id] = self._usage.get(session_id, PrefixCacheUsage()).plus(meta_info)
+        self._usage.move_to_end(session_id)
+        while len(self._usage) > self._capacity:
+            self._usage.popitem(last=False)
+
+    def get(self, session_id: str) -> PrefixCacheUsage | None:
+        return self._usage.get(session_id)

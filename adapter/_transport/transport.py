@@ -42,7 +42,11 @@ from miles_verifiers._transport.request import (
 )
 from miles_verifiers._transport.response import convert_generate_output
 from miles_verifiers._transport.routers import keys_dropped_by_router
-from miles_verifiers._transport.sessions import SessionLedger
+from miles_verifiers._transport.sessions import (
+    PrefixCacheLedger,
+    PrefixCacheUsage,
+    SessionLedger,
+)
 from miles_verifiers._transport.settings import (
     EngineAddressError,
     TransportSettings,
@@ -104,6 +108,7 @@ class SGLangTransport:
         self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
         self._rid_numbers = itertools.count()
         self._sessions = SessionLedger(settings.session_cache_size)
+        self._prefix_cache = PrefixCacheLedger(settings.session_cache_size)
         self._in_flight: set[str] = set()
         self._reported_keys: set[str] = set()
         self._http_transport = http_transport
@@ -193,7 +198,14 @@ class SGLangTransport:
             )
         except (EngineAborted, MalformedOutput) as exc:
             raise error_for_output(exc, response, answer) from exc
+        if session_id is not None:
+            # Verifiers names the session after the trace, so conversion can look it up.
+            self._prefix_cache.add(session_id, answer.get("meta_info") or {})
         return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
+
+    def prefix_cache_usage(self, session_id: str) -> PrefixCacheUsage | None:
+        """What the engine reported about ``session_id``'s prompts (None: nothing answered)."""
+        return self._prefix_cache.get(session_id)
 
     async def close(self) -> None:
         """Close the pooled HTTP clients; a later request opens new ones."""

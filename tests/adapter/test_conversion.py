@@ -320,3 +320,19 @@ def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
     assert group.per_trace[0] is None and group.per_trace[1].index == 1
     assert [s.index for s in group.samples] == [1]
     assert group.drop_reason == "empty_trace"
+
+
+def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_trace):
+    from miles_verifiers._transport.sessions import PrefixCacheUsage
+
+    usage = {single_turn_trace.id: PrefixCacheUsage(cached_tokens=4, prompt_tokens=6)}
+
+    sample = convert(single_turn_trace, prefix_cache=usage.get)
+
+    assert (sample.prefix_cache_info.cached_tokens, sample.prefix_cache_info.total_prompt_tokens) == (4, 6)
+
+
+def test_a_trace_the_engine_never_answered_keeps_empty_prefix_cache_counts(single_turn_trace):
+    sample = convert(single_turn_trace, prefix_cache={}.get)
+
+    assert sample.prefix_cache_info.total_prompt_tokens == 0

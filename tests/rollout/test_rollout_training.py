@@ -83,6 +83,28 @@ def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_
                 assert sample.response_length > 0 and sample.loss_mask[0] == 1
 
 
+def test_each_sample_carries_the_prompt_tokens_the_engine_reported_for_its_rollout(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    fn = build_rollout_fn(args, config)
+
+    samples = flat(train(fn, 0, miles_loop).samples)
+
+    # Single turn: the engine was sent exactly the prompt part of each sample's tokens.
+    assert [s.prefix_cache_info.total_prompt_tokens for s in samples] == [
+        len(s.tokens) - s.response_length for s in samples
+    ]
+    assert all(
+        0 <= s.prefix_cache_info.cached_tokens <= s.prefix_cache_info.total_prompt_tokens
+        for s in samples
+    )
+
+
 def test_a_training_call_with_save_set_writes_its_schedule_state_there(
     engine: RecordingEngine,
     miles_loop: MilesLoop,

@@ -1,10 +1,14 @@
-"""SessionLedger: a bounded, least-recently-used memory of seen sessions."""
+"""SessionLedger and PrefixCacheLedger: bounded, least-recently-used memories of sessions."""
 
 from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._transport.sessions import SessionLedger
+from miles_verifiers._transport.sessions import (
+    PrefixCacheLedger,
+    PrefixCacheUsage,
+    SessionLedger,
+)
 
 
 def test_a_recorded_session_is_remembered() -> None:
@@ -51,3 +55,29 @@ def test_size_never_exceeds_capacity() -> None:
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         SessionLedger(0)
+
+
+def test_prefix_cache_usage_sums_a_sessions_answers() -> None:
+    ledger = PrefixCacheLedger(4)
+    ledger.add("s", {"prompt_tokens": 10, "cached_tokens": 0})
+    ledger.add("s", {"prompt_tokens": 25, "cached_tokens": 10})
+
+    assert ledger.get("s") == PrefixCacheUsage(cached_tokens=10, prompt_tokens=35)
+    assert ledger.get("other") is None
+
+
+def test_prefix_cache_usage_ignores_missing_or_odd_counts() -> None:
+    ledger = PrefixCacheLedger(4)
+    ledger.add("s", {"prompt_tokens": True, "cached_tokens": -3})
+    ledger.add("s", {})
+
+    assert ledger.get("s") == PrefixCacheUsage(cached_tokens=0, prompt_tokens=0)
+
+
+def test_prefix_cache_usage_forgets_the_least_recent_session_past_capacity() -> None:
+    ledger = PrefixCacheLedger(1)
+    ledger.add("a", {"prompt_tokens": 1})
+    ledger.add("b", {"prompt_tokens": 2})
+
+    assert ledger.get("a") is None
+    assert ledger.get("b") == PrefixCacheUsage(prompt_tokens=2)
