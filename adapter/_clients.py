@@ -497,10 +497,9 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
 
 def _warn_router_drops(values: Mapping[str, Any], router: Any, mode: str) -> None:
     """Say once, at construction, which configured sampling keys the router would drop."""
-    from miles_verifiers._transport.routers import keys_dropped_by_router
-    from miles_verifiers._transport.sampling import RENAMED_KEYS
+    from miles_verifiers._transport.sampling import configured_keys_dropped_by_router
 
-    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in values), router)
+    lost = configured_keys_dropped_by_router(values, router)
     if lost:
         logger.warning(
             "%s sampling sets %s, which the %s in front of the engines drops without an error; "

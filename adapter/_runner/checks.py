@@ -19,8 +19,8 @@ from miles_verifiers import _construction as construction
 from miles_verifiers._clients import sampling_config_values
 from miles_verifiers._contract.compat import contract
 from miles_verifiers._options import MilesOptions, SamplingOptions
-from miles_verifiers._transport.routers import RouterKind, keys_dropped_by_router
-from miles_verifiers._transport.sampling import RENAMED_KEYS
+from miles_verifiers._transport.routers import RouterKind
+from miles_verifiers._transport.sampling import configured_keys_dropped_by_router
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def router_sampling_problem(
     sampling_keys: Sequence[str], router: RouterKind, mode: str
 ) -> CheckProblem | None:
     """A problem when ``router`` would silently drop one of the sampling keys a mode sends."""
-    lost = keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in sampling_keys), router)
+    lost = configured_keys_dropped_by_router(sampling_keys, router)
     if not lost:
         return None
     return CheckProblem(

@@ -17,6 +17,7 @@ from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers._transport.errors import InvalidSamplingParams
 from miles_verifiers._transport.limits import EngineLimits
+from miles_verifiers._transport.routers import RouterKind, keys_dropped_by_router
 from miles_verifiers._transport.sampling_types import check_sampling_types
 from miles_verifiers._transport.settings import TransportSettings
 
@@ -24,6 +25,7 @@ __all__ = [
     "RENAMED_KEYS",
     "SGLANG_SAMPLING_KEYS",
     "SamplingTranslation",
+    "configured_keys_dropped_by_router",
     "merge_stop_token_ids",
     "new_token_budget",
     "translate_sampling",
@@ -68,6 +70,14 @@ RENAMED_KEYS: Mapping[str, str] = {
     "min_tokens": "min_new_tokens",
     "seed": "sampling_seed",
 }
+
+
+def configured_keys_dropped_by_router(
+    configured: Iterable[str], router: RouterKind
+) -> tuple[str, ...]:
+    """The SGLang names of the configured sampling keys (OpenAI names are renamed on the way to
+    SGLang, as the transport does) that ``router`` would silently drop, sorted."""
+    return keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in configured), router)
 
 # Keys whose value the transport decides: the configured value always wins.
 _SET_BY_TRANSPORT = frozenset({"n", "skip_special_tokens", "no_stop_trim"})
