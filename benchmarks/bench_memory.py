@@ -127,50 +127,24 @@ def test_cold_process_construction_and_first_call(
         "processes": len(traces),
     }
     what = f"fresh process, first call of {rollouts} rollouts"
-    recorder.record(
-        "cold.construct_plus_first_call_s",
-        [t.construct_and_first_call_s for t in traces],
-        group="cold",
-        label=f"{what}: construction (imports included) + first call",
-        unit="s",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "cold.construct_s",
-        [t.construct_s for t in traces],
-        group="cold",
-        label=f"{what}: construction (imports included)",
-        unit="s",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "cold.first_call_s",
-        [t.first_call_s for t in traces],
-        group="cold",
-        label=f"{what}: first call",
-        unit="s",
-        better="lower",
-        **params,
-    )
     spawned = [t.spawn_to_first_call_s for t in traces if t.spawn_to_first_call_s is not None]
-    if spawned:
-        recorder.record(
-            "cold.spawn_to_first_call_s",
-            spawned,
-            group="cold",
-            label=f"{what}: from spawning the process (interpreter start-up included)",
-            unit="s",
-            better="lower",
-            **params,
-        )
-    recorder.record(
-        "cold.peak_rss_mib",
-        [t.peak_mib for t in traces],
-        group="cold",
-        label=f"{what}: peak RSS (VmHWM)",
-        unit="MiB",
-        better="lower",
-        **params,
-    )
+    figures = [
+        ("construct_plus_first_call_s", [t.construct_and_first_call_s for t in traces], "s",
+         "construction (imports included) + first call"),
+        ("construct_s", [t.construct_s for t in traces], "s", "construction (imports included)"),
+        ("first_call_s", [t.first_call_s for t in traces], "s", "first call"),
+        ("spawn_to_first_call_s", spawned, "s",
+         "from spawning the process (interpreter start-up included)"),
+        ("peak_rss_mib", [t.peak_mib for t in traces], "MiB", "peak RSS (VmHWM)"),
+    ]  # fmt: skip
+    for name, values, unit, detail in figures:
+        if values:  # a probe without a spawn time has no spawn-to-first-call figure
+            recorder.record(
+                f"cold.{name}",
+                values,
+                group="cold",
+                label=f"{what}: {detail}",
+                unit=unit,
+                better="lower",
+                **params,
+            )
