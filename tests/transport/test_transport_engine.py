@@ -235,26 +235,31 @@ def test_the_models_probe_agrees_with_the_engine(
     assert ours == theirs
 
 
+async def abort_mid_turn(
+    client: Any, transport: Any, engine: Any
+) -> tuple[BaseException | None, Any]:
+    """Start a turn, abort the transport's requests once the engine holds it, and return the
+    turn's ProviderError (None if it completed) with the abort report."""
+    turn = asyncio.create_task(ask(client))
+    for _ in range(500):
+        if engine.in_flight_rids():
+            break
+        await asyncio.sleep(0.01)
+    report = await transport.abort()
+    try:
+        await asyncio.wait_for(turn, timeout=10)
+    except ProviderError as exc:
+        return exc, report
+    return None, report
+
+
 def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
     clean_engine: RunningEngine, make_client: MakeClient
 ) -> None:
     clean_engine.engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     client, transport = make_client(clean_engine.base_url)
 
-    async def scenario() -> tuple[BaseException | None, Any]:
-        turn = asyncio.create_task(ask(client))
-        for _ in range(500):
-            if clean_engine.engine.in_flight_rids():
-                break
-            await asyncio.sleep(0.01)
-        report = await transport.abort()
-        try:
-            await asyncio.wait_for(turn, timeout=10)
-        except ProviderError as exc:
-            return exc, report
-        return None, report
-
-    error, report = asyncio.run(scenario())
+    error, report = asyncio.run(abort_mid_turn(client, transport, clean_engine.engine))
     assert isinstance(error, ProviderError)
     assert error.status_code == 503
     assert "aborted" in str(error)
@@ -275,20 +280,7 @@ def test_an_abort_sweep_against_a_direct_worker_leaves_nothing_running(
     with serve_engine(config) as running:
         client, transport = make_client(running.base_url)
 
-        async def scenario() -> tuple[BaseException | None, Any]:
-            turn = asyncio.create_task(ask(client))
-            for _ in range(500):
-                if running.engine.in_flight_rids():
-                    break
-                await asyncio.sleep(0.01)
-            report = await transport.abort()
-            try:
-                await asyncio.wait_for(turn, timeout=10)
-            except ProviderError as exc:
-                return exc, report
-            return None, report
-
-        error, report = asyncio.run(scenario())
+        error, report = asyncio.run(abort_mid_turn(client, transport, running.engine))
         assert report.ok
         assert report.workers == (running.base_url,)
         assert isinstance(error, ProviderError) and "aborted" in str(error)
