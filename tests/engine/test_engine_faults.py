@@ -55,35 +55,36 @@ def _sampled(out: dict) -> tuple[list[int], list[float], list[int]]:
     return out["output_ids"], [e[0] for e in entries], [e[1] for e in entries]
 
 
+def _answer_under(serve: ServeFactory, kind: FaultKind) -> tuple[dict, int]:
+    """The engine's answer to BODY when every request gets ``kind``, and its vocabulary size.
+
+    Parsed with the json module, which reads the bare NaN literal a NaN fault sends."""
+    with (
+        serve(faults=FaultPlan.always(kind)) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        response = http.post("/generate", json=BODY)
+        return json.loads(response.text), running.engine.model.vocab_size
+
+
 def test_a_positive_logprob_fault_gives_the_last_token_logprob_above_zero(
     serve: ServeFactory,
 ) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.POSITIVE_LOGPROB)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        _, logprobs, _ = _sampled(http.post("/generate", json=BODY).json())
+    out, _ = _answer_under(serve, FaultKind.POSITIVE_LOGPROB)
+    _, logprobs, _ = _sampled(out)
     assert logprobs[-1] > 0 and all(lp <= 0 for lp in logprobs[:-1])
 
 
 def test_a_nan_logprob_fault_sends_a_bare_nan_literal(serve: ServeFactory) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.NAN_LOGPROB)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        response = http.post("/generate", json=BODY)
-    _, logprobs, _ = _sampled(json.loads(response.text))
+    out, _ = _answer_under(serve, FaultKind.NAN_LOGPROB)
+    _, logprobs, _ = _sampled(out)
     assert math.isnan(logprobs[-1])
 
 
 def test_a_too_many_tokens_fault_answers_one_token_past_max_new_tokens(
     serve: ServeFactory,
 ) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.TOO_MANY_TOKENS)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        out = http.post("/generate", json=BODY).json()
+    out, _ = _answer_under(serve, FaultKind.TOO_MANY_TOKENS)
     ids, logprobs, _ = _sampled(out)
     assert len(ids) == len(logprobs) == out["meta_info"]["completion_tokens"] == 51
 
@@ -91,23 +92,16 @@ def test_a_too_many_tokens_fault_answers_one_token_past_max_new_tokens(
 def test_an_out_of_vocab_fault_answers_an_id_past_the_embedding_table(
     serve: ServeFactory,
 ) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.OUT_OF_VOCAB)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        ids, _, logprob_ids = _sampled(http.post("/generate", json=BODY).json())
-        vocab_size = running.engine.model.vocab_size
+    out, vocab_size = _answer_under(serve, FaultKind.OUT_OF_VOCAB)
+    ids, _, logprob_ids = _sampled(out)
     assert ids[-1] == logprob_ids[-1] == vocab_size
 
 
 def test_a_misaligned_logprobs_fault_leaves_the_last_output_id_without_logprob(
     serve: ServeFactory,
 ) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.MISALIGNED_LOGPROBS)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        ids, logprobs, _ = _sampled(http.post("/generate", json=BODY).json())
+    out, _ = _answer_under(serve, FaultKind.MISALIGNED_LOGPROBS)
+    ids, logprobs, _ = _sampled(out)
     assert len(logprobs) == len(ids) - 1
 
 
