@@ -27,7 +27,7 @@ from conformance import snapshots
 from conformance.budget import PROFILE_ENV, PROFILES
 from conformance.clauses import CLAUSES, Tier
 from conformance.drift import drift_lines
-from conformance.report import TestRecord, build_report, clause_results
+from conformance.report import RecordedTest, build_report, clause_results
 from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 from conformance.verdicts import ClauseBook, ClauseFailures, Stop, decide
 
@@ -124,7 +124,7 @@ class ConformanceReporter:
         self.stops: dict[str, Stop] = {}
         self.blamed: dict[str, dict[str, str]] = {}
         self.durations: dict[str, float] = {}
-        self.records: dict[str, TestRecord] = {}
+        self.records: dict[str, RecordedTest] = {}
         self.written: list[Path] = []
         self.summary: Mapping[str, Mapping[str, int]] = {}
 
@@ -224,7 +224,7 @@ class ConformanceReporter:
             return
         book = self.books.get(nodeid) or ClauseBook(self.clauses_by_test[nodeid])
         stop = self.stops.get(nodeid, Stop("call", "passed"))
-        self.records[nodeid] = TestRecord(
+        self.records[nodeid] = RecordedTest(
             decide(book, stop, attributed=self.blamed.get(nodeid)),
             round(self.durations[nodeid], 3),
             self.deployment_of.get(nodeid, ""),

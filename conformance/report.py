@@ -19,7 +19,7 @@ NO_TEST = "no test of this run checks it (deselected, or not collected)"
 
 
 @dataclass(frozen=True)
-class TestDecision:
+class DecidedBy:
     """What one test decided about one clause."""
 
     nodeid: str
@@ -31,7 +31,7 @@ class TestDecision:
 
 
 @dataclass(frozen=True)
-class TestRecord:
+class RecordedTest:
     """One test that ran: its decision per clause, its duration and deployment."""
 
     decisions: Mapping[str, Decision]
@@ -45,7 +45,7 @@ class ClauseResult:
     text: str
     tier: Tier
     verdict: Verdict
-    tests: tuple[TestDecision, ...] = ()
+    tests: tuple[DecidedBy, ...] = ()
     # Why no test decided it, when none did (e.g. deselected).
     why: str = ""
 
@@ -168,7 +168,7 @@ def _deployment_lines(clauses: Sequence[ClauseResult]) -> list[str]:
 def clause_results(
     clauses: Mapping[str, str],
     clauses_by_test: Mapping[str, Sequence[str]],
-    records: Mapping[str, TestRecord],
+    records: Mapping[str, RecordedTest],
 ) -> tuple[ClauseResult, ...]:
     """One result per clause of the table, in table order.
 
@@ -176,17 +176,17 @@ def clause_results(
     holds the tests that ran (a decision may name a clause the test does not carry, when its
     failure's evidence points there). A selected test without a record did not run.
     """
-    tests_by_clause: dict[str, list[TestDecision]] = {cid: [] for cid in clauses}
+    tests_by_clause: dict[str, list[DecidedBy]] = {cid: [] for cid in clauses}
     for nodeid, ids in clauses_by_test.items():
         record = records.get(nodeid)
         if record is None:
             for cid in ids:
-                tests_by_clause[cid].append(TestDecision(nodeid, Verdict.NOT_DECIDED, NOT_RUN))
+                tests_by_clause[cid].append(DecidedBy(nodeid, Verdict.NOT_DECIDED, NOT_RUN))
             continue
         for cid, decision in record.decisions.items():
             if cid in tests_by_clause:
                 tests_by_clause[cid].append(
-                    TestDecision(
+                    DecidedBy(
                         nodeid,
                         decision.verdict,
                         decision.detail,
