@@ -67,3 +67,12 @@ def test_the_next_test_sees_a_clean_engine_after_a_hang(hang_then_next: PytestRu
     assert (outcomes["OPT-2"], outcomes["OPT-3"]) == ("passed", "passed"), hang_then_next.output[
         -3000:
     ]
+
+
+@pytest.mark.clause("SUITE-1")
+def test_the_hang_message_names_what_the_engine_refused(hang_then_next: PytestRun) -> None:
+    call2 = clause(hang_then_next, "CALL-2")
+
+    assert any("meanwhile the engine refused" in r and LEAKED_KEY in r for r in call2["reasons"]), (
+        call2
+    )
