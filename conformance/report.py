@@ -129,7 +129,9 @@ class ConformanceReport:
         if failed:
             lines += ["", "## Failed: evidence", ""]
             for c in failed:
-                lines += [f"### {c.id}", ""] + [f"- `{_first_line(e)}`" for e in c.evidence] + [""]
+                lines += [f"### {c.id}", ""]
+                for evidence in c.evidence:
+                    lines += ["```text", *_head(evidence), "```", ""]
         undecided = [c for c in self.clauses if c.verdict == Verdict.NOT_DECIDED]
         if undecided:
             lines += ["", "## Not decided: why", ""]
@@ -233,6 +235,17 @@ def _badge(verdict: Verdict) -> str:
 
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Lines of one piece of evidence the Markdown shows (the JSON keeps it whole): enough for the
+# message and hypothesis' falsifying example.
+EVIDENCE_LINES = 16
+
+
+def _head(text: str) -> list[str]:
+    lines = text.strip().replace("`" * 3, "'" * 3).splitlines()
+    more = [f"... ({len(lines) - EVIDENCE_LINES} more lines in the JSON report)"]
+    return lines[:EVIDENCE_LINES] + (more if len(lines) > EVIDENCE_LINES else [])
 
 
 def _first_line(text: str) -> str:
