@@ -22,6 +22,13 @@ def status_name(sample: Any) -> str:
 
 def check_train_output(output: Any, args: Namespace, contract: Any) -> list[list[Any]]:
     """TRN-1/TRN-2: the typed output, its shape, and every sample's own consistency."""
+    groups = check_train_shape(output, args, contract)
+    check_train_samples(groups)
+    return groups
+
+
+def check_train_shape(output: Any, args: Namespace, contract: Any) -> list[list[Any]]:
+    """TRN-1: the typed output holds --rollout-batch-size groups of --n-samples-per-prompt."""
     assert isinstance(output, contract.RolloutFnTrainOutput), (
         f"a train call must return RolloutFnTrainOutput, got {type(output).__name__}"
     )
@@ -31,19 +38,24 @@ def check_train_output(output: Any, args: Namespace, contract: Any) -> list[list
     assert len(groups) == args.rollout_batch_size, (
         f"expected {args.rollout_batch_size} groups (--rollout-batch-size), got {len(groups)}"
     )
-    for position, group in enumerate(groups):
-        flat = flatten(group) if isinstance(group, list) else [group]
+    flat_groups = [flatten(g) if isinstance(g, list) else [g] for g in groups]
+    for position, flat in enumerate(flat_groups):
         assert len(flat) == args.n_samples_per_prompt, (
             f"group {position} holds {len(flat)} samples, expected {args.n_samples_per_prompt} "
             "(--n-samples-per-prompt)"
         )
-        for sample in flat:
+    return flat_groups
+
+
+def check_train_samples(groups: Sequence[Sequence[Any]]) -> None:
+    """TRN-2: each sample trainable, with its prompt/response token layout consistent."""
+    for position, group in enumerate(groups):
+        for sample in group:
             check_sample(sample, where=f"group {position}")
             assert status_name(sample) in TRAINABLE_STATUSES, (
-                f"group {position}: a train sample has status {status_name(sample)}; only completed or "
-                "truncated samples may be trained on"
+                f"group {position}: a train sample has status {status_name(sample)}; only "
+                "completed or truncated samples may be trained on"
             )
-    return [flatten(g) if isinstance(g, list) else [g] for g in groups]
 
 
 def check_sample(sample: Any, *, where: str = "") -> None:

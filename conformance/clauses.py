@@ -8,12 +8,26 @@ Ids are grouped by area: CALL (how Miles builds and calls the function), OPT (Mi
 CFG (the Verifiers config), TRN (train output), CYC/RES (taskset order and resumption),
 GRP (groups and rewards), BR (graph branches), TRP (engine payloads), FLT (engine faults),
 EVL (eval output), SNP (snapshots) and SUITE (the suite checking itself).
+
+Every clause belongs to exactly one tier (``TIERS``), and the report keeps the tiers apart:
+the Miles contract (what any correct adapter must do), this project's promises (choices the
+reference adapter makes and pins, which another adapter may make differently), and checks
+that do not look at the adapter at all (rendered-prompt snapshots, installed versions, the
+suite checking itself).
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from types import MappingProxyType
 from typing import Final
+
+
+class Tier(str, Enum):
+    CONTRACT = "Miles contract"
+    PROMISE = "project promises"
+    INDEPENDENT = "adapter-independent checks"
+
 
 CLAUSES: Final = MappingProxyType(
     {
@@ -104,5 +118,28 @@ CLAUSES: Final = MappingProxyType(
         "SUITE-3": "The conformance report lists every clause of the table with its outcome.",
         "SUITE-4": "Property budgets are selectable: a small deterministic CI profile by default and a "
         "long profile that explores more and shrinks failures.",
+    }
+)
+
+# The tier of each clause: a clause is Miles contract unless listed as a promise or as
+# adapter-independent.
+_PROMISES = frozenset(
+    {
+        "OPT-2",  # one error naming every bad flag, rather than the first one
+        "OPT-5",  # the response limit checked at construction, not at the first request
+        "BR-1",  # the rejection carries a structured branch_count
+        "SNP-3",  # the seed scheme and sample format of a fixed-seed rollout
+        "SNP-4",  # the same for eval
+    }
+)
+_INDEPENDENT = frozenset({"SNP-1", "SNP-2", *(cid for cid in CLAUSES if cid.startswith("SUITE-"))})
+TIERS: Final = MappingProxyType(
+    {
+        cid: Tier.PROMISE
+        if cid in _PROMISES
+        else Tier.INDEPENDENT
+        if cid in _INDEPENDENT
+        else Tier.CONTRACT
+        for cid in CLAUSES
     }
 )

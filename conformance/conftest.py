@@ -70,6 +70,34 @@ def miles_loop() -> Iterator[MilesLoop]:
     loop.close()
 
 
+# How long teardown waits for what a hung call left running to stop.
+LEFTOVER_WAIT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test whose call ran past its deadline, cancel what it left on the Miles loop
+    and abort everything on its engine (bounded), so the next test starts on a clean engine.
+
+    Cheaper than an engine per test, and only paid after a hang: between calls a
+    well-behaved adapter runs nothing on the loop.
+    """
+    if "miles_loop" not in request.fixturenames:
+        yield
+        return
+    loop = request.getfixturevalue("miles_loop")
+    overruns = loop.overruns
+    yield
+    if loop.overruns == overruns:
+        return
+    loop.cancel_leftovers(LEFTOVER_WAIT_S)
+    for name in ("world", "deployment_world"):
+        world = request.node.funcargs.get(name)  # type: ignore[attr-defined]
+        if world is not None:
+            world.engine.abort(abort_all=True)
+            world.engine.wait_until_idle(LEFTOVER_WAIT_S)
+
+
 @pytest.fixture(scope="session")
 def call_deadline_s(pytestconfig: pytest.Config) -> float:
     deadline = float(pytestconfig.getoption("--call-deadline"))

@@ -13,20 +13,23 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance import snapshots
 from conformance.budget import PROFILE_ENV, PROFILES
-from conformance.clauses import CLAUSES
+from conformance.clauses import CLAUSES, Tier
 from conformance.drift import drift_lines
-from conformance.report import ItemResult, Outcome, build_report, clause_results
+from conformance.report import RecordedTest, build_report, clause_results
 from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
+from conformance.verdicts import ClauseBook, ClauseFailures, Stop, decide
 
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
@@ -105,26 +108,44 @@ def report_base(config: pytest.Config) -> Path | None:
 
 
 class ConformanceReporter:
-    """Collects each test's outcome and writes the clause report at the end of the session."""
+    """Collects what each test decided about its clauses and writes the report at the end.
+
+    Each test gets a :class:`ClauseBook` (the ``verdicts`` fixture) for its clause blocks; at
+    the end of the test its blocks, how it stopped, and what the engine refused decide one
+    verdict per clause (``verdicts.decide``).
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.clauses_by_test: dict[str, tuple[str, ...]] = {}
         # The deployment ("<topology>@<sglang version>") a test ran under, when it has one.
         self.deployment_of: dict[str, str] = {}
-        self.results: dict[str, ItemResult] = {}
+        self.books: dict[str, ClauseBook] = {}
+        self.stops: dict[str, Stop] = {}
+        self.blamed: dict[str, dict[str, str]] = {}
+        self.durations: dict[str, float] = {}
+        self.records: dict[str, RecordedTest] = {}
         self.written: list[Path] = []
-        self.summary: Mapping[str, int] = {}
+        self.summary: Mapping[str, Mapping[str, int]] = {}
+
+    @pytest.fixture
+    def verdicts(self, request: pytest.FixtureRequest) -> ClauseBook:
+        """The test's clause blocks: ``with verdicts.check("GRP-2"): assert ...``."""
+        return self.book_for(request.node)
+
+    def book_for(self, item: pytest.Item) -> ClauseBook:
+        book = self.books.get(item.nodeid)
+        if book is None:
+            book = ClauseBook(marked_clauses(item))
+            self.books[item.nodeid] = book
+        return book
 
     # Last, so that syrupy records every collected test before --clause drops some: it then
     # knows the run was selective and keeps the snapshots of the tests that did not run
     # (when what it saw collected equals what ran, an update deletes every snapshot unused).
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        unknown = sorted(
-            {cid for item in items for mark in item.iter_markers("clause") for cid in mark.args}
-            - set(CLAUSES)
-        )
+        unknown = sorted({cid for item in items for cid in marked_clauses(item)} - set(CLAUSES))
         if unknown:
             raise pytest.UsageError(
                 f"Unknown conformance clause id(s) {', '.join(unknown)}: add them to "
@@ -137,9 +158,7 @@ class ConformanceReporter:
                 raise pytest.UsageError(
                     f"--clause {', '.join(unknown_wanted)}: no such clause in conformance/clauses.py"
                 )
-            keep = [
-                i for i in items if wanted & {c for m in i.iter_markers("clause") for c in m.args}
-            ]
+            keep = [i for i in items if wanted & set(marked_clauses(i))]
             dropped = [i for i in items if i not in keep]
             if dropped:
                 self.config.hook.pytest_deselected(items=dropped)
@@ -148,7 +167,7 @@ class ConformanceReporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # session.items is the final selection, after -k/-m deselection.
         for item in session.items:
-            ids = tuple(cid for mark in item.iter_markers("clause") for cid in mark.args)
+            ids = marked_clauses(item)
             if ids:
                 self.clauses_by_test[item.nodeid] = ids
                 callspec = getattr(item, "callspec", None)
@@ -156,22 +175,59 @@ class ConformanceReporter:
                 if isinstance(deployment, str):
                     self.deployment_of[item.nodeid] = deployment
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+        if pyfuncitem.nodeid not in self.clauses_by_test:
+            return (yield)
+        book = self.book_for(pyfuncitem)
+        handle = getattr(pyfuncitem.obj, "hypothesis", None)
+        original = getattr(handle, "inner_test", None)
+        if handle is not None and original is not None:
+            # Each example's failed blocks end that example, so hypothesis reports it.
+            @functools.wraps(original)
+            def per_example(*args: Any, **kwargs: Any) -> Any:
+                book.begin_example()
+                result = original(*args, **kwargs)
+                book.raise_failures_now()
+                return result
+
+            handle.inner_test = per_example
+        try:
+            result = yield
+        finally:
+            if handle is not None and original is not None:
+                handle.inner_test = original
+        book.raise_failures_now()
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if item.nodeid in self.clauses_by_test:
+            stop = _stop_of(report, call)
+            previous = self.stops.get(item.nodeid)
+            # The first phase that decides wins; a teardown error still undoes a pass.
+            if stop is not None and (previous is None or previous.kind == "passed"):
+                self.stops[item.nodeid] = stop
+                if stop.kind == "error" and stop.phase == "call":
+                    self.blamed[item.nodeid] = blame_from_engine(item)
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.nodeid not in self.clauses_by_test:
+        nodeid = report.nodeid
+        if nodeid not in self.clauses_by_test:
             return
-        previous = self.results.get(report.nodeid)
-        if previous is not None and previous.outcome in (Outcome.FAILED, Outcome.SKIPPED):
-            return  # a failed or skipped setup decides the test; later phases cannot undo it
-        outcome, reason = _phase_outcome(report)
-        if outcome is None:
+        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
+        if report.when != "teardown":
             return
-        duration = (previous.duration_s if previous else 0.0) + report.duration
-        self.results[report.nodeid] = ItemResult(
-            report.nodeid,
-            outcome,
-            reason,
-            round(duration, 3),
-            self.deployment_of.get(report.nodeid, ""),
+        book = self.books.get(nodeid) or ClauseBook(self.clauses_by_test[nodeid])
+        stop = self.stops.get(nodeid, Stop("call", "passed"))
+        self.records[nodeid] = RecordedTest(
+            decide(book, stop, attributed=self.blamed.get(nodeid)),
+            round(self.durations[nodeid], 3),
+            self.deployment_of.get(nodeid, ""),
         )
 
     @pytest.hookimpl(trylast=True)
@@ -187,7 +243,7 @@ class ConformanceReporter:
             self.config.getoption("--adapter"),
             versions,
             datetime.now(UTC).isoformat(timespec="seconds"),
-            clause_results(CLAUSES, self.clauses_by_test, self.results),
+            clause_results(CLAUSES, self.clauses_by_test, self.records),
         )
         base.parent.mkdir(parents=True, exist_ok=True)
         for suffix, text in ((".md", report.to_markdown()), (".json", report.to_json())):
@@ -210,29 +266,73 @@ class ConformanceReporter:
                 terminalreporter.write_line(f"  {line}")
         if self.written:
             terminalreporter.write_sep("-", "conformance report")
-            counts = ", ".join(f"{n} {k}" for k, n in self.summary.items() if n)
-            terminalreporter.write_line(f"clauses: {counts}")
+            for tier in Tier:
+                counts = self.summary.get(tier.name.lower(), {})
+                tally = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none"
+                terminalreporter.write_line(f"{tier.value}: {tally}")
             for path in self.written:
                 terminalreporter.write_line(f"written: {path}")
 
 
-def _phase_outcome(report: pytest.TestReport) -> tuple[Outcome | None, str]:
-    if report.failed:
-        return Outcome.FAILED, _crash_message(report)
+def marked_clauses(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(cid for mark in item.iter_markers("clause") for cid in mark.args))
+
+
+def _stop_of(report: pytest.TestReport, call: pytest.CallInfo[None]) -> Stop | None:
+    """How a phase ended when it decides the test (a failure or a skip, or a passed call)."""
     if report.skipped:
         if hasattr(report, "wasxfail"):
-            return Outcome.SKIPPED, f"xfail: {report.wasxfail}"
+            return Stop(report.when, "skipped", f"xfail: {report.wasxfail}")
         longrepr = report.longrepr
         reason = (
             longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
         )
-        return Outcome.SKIPPED, reason.removeprefix("Skipped: ")
+        return Stop(report.when, "skipped", reason.removeprefix("Skipped: "))
+    if report.failed:
+        error = call.excinfo.value if call.excinfo is not None else None
+        notes = "\n".join(getattr(error, "__notes__", ()) or ())
+        if isinstance(error, ClauseFailures):
+            return Stop(report.when, "clause_failures", str(error), notes)
+        return Stop(report.when, "error", _crash_message(report, error), notes)
     if report.when == "call":
-        return Outcome.PASSED, ""
-    return None, ""
+        return Stop("call", "passed")
+    return None
 
 
-def _crash_message(report: pytest.TestReport) -> str:
+def blame_from_engine(item: pytest.Item) -> dict[str, str]:
+    """TRP-1 with its evidence when the engine refused sampling keys it does not accept
+    during the test: the test's error then comes from there, whatever clause it checks."""
+    from miles_verifiers_testkit.miles.evidence import (
+        accepted_sampling_keys,
+        describe_refusals,
+        refused_answers,
+        unknown_keys,
+    )
+
+    funcargs = getattr(item, "funcargs", {})
+    world = funcargs.get("world") or funcargs.get("deployment_world")
+    engine = getattr(world, "engine", None)
+    if engine is None or not hasattr(engine, "calls"):
+        return {}
+    refused = refused_answers(engine.calls(), accepted_sampling_keys(engine))
+    keys = unknown_keys(refused)
+    if not keys:
+        return {}
+    offending = [a for a in refused if a.unknown_keys]
+    return {
+        "TRP-1": f"the adapter sent sampling key(s) {', '.join(keys)} that the engine does "
+        f"not accept; {describe_refusals(offending)}"
+    }
+
+
+def _crash_message(report: pytest.TestReport, error: BaseException | None) -> str:
+    if error is not None:
+        text = str(error).strip()
+        return (
+            f"{report.when}: {type(error).__name__}: {text}"
+            if text
+            else f"{report.when}: {type(error).__name__}"
+        )
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         return f"{report.when}: {crash.message}"

@@ -1,35 +1,41 @@
-"""The conformance report: clause outcomes from test outcomes, rendered as Markdown and JSON.
+"""The conformance report: one verdict per clause, rendered as Markdown and JSON.
 
-Pure functions only; ``plugin.py`` feeds them what pytest observed and writes the files.
+Pure functions only; ``plugin.py`` feeds them each test's decisions (``verdicts.decide``) and
+writes the files. Every clause of the table gets exactly one verdict: passed, failed (with
+its evidence) or not decided (with why). The tiers of ``clauses.TIERS`` are kept apart.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import dataclass, field
 
+from conformance.clauses import TIERS, Tier
+from conformance.verdicts import Decision, Verdict, combine
 
-class Outcome(str, Enum):
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    NOT_RUN = "not run"
-
-
-# A clause takes the worst outcome among its tests: one failure fails the clause; a clause
-# passes when a test passed and none failed; it is skipped only when all its tests skipped.
-_PRECEDENCE = (Outcome.FAILED, Outcome.PASSED, Outcome.SKIPPED, Outcome.NOT_RUN)
+NOT_RUN = "not run: the session ended before this test ran (-x, an interrupt or a crash)"
+NO_TEST = "no test of this run checks it (deselected, or not collected)"
 
 
 @dataclass(frozen=True)
-class ItemResult:
+class DecidedBy:
+    """What one test decided about one clause."""
+
     nodeid: str
-    outcome: Outcome
-    reason: str = ""
+    verdict: Verdict
+    detail: str = ""
     duration_s: float = 0.0
     # "<topology>@<sglang version>" for runs under a production deployment, else "".
+    deployment: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedTest:
+    """One test that ran: its decision per clause, its duration and deployment."""
+
+    decisions: Mapping[str, Decision]
+    duration_s: float = 0.0
     deployment: str = ""
 
 
@@ -37,16 +43,22 @@ class ItemResult:
 class ClauseResult:
     id: str
     text: str
-    outcome: Outcome
-    tests: tuple[ItemResult, ...] = ()
+    tier: Tier
+    verdict: Verdict
+    tests: tuple[DecidedBy, ...] = ()
+    # Why no test decided it, when none did (e.g. deselected).
+    why: str = ""
+
+    @property
+    def evidence(self) -> list[str]:
+        """The failures behind a failed clause."""
+        return [f"{t.nodeid}: {t.detail}" for t in self.tests if t.verdict == Verdict.FAILED]
 
     @property
     def reasons(self) -> list[str]:
-        return [
-            f"{t.nodeid}: {t.reason}"
-            for t in self.tests
-            if t.reason and t.outcome != Outcome.PASSED
-        ]
+        """Why each test left it undecided (and the clause-level reason)."""
+        own = [f"{t.nodeid}: {t.detail}" for t in self.tests if t.verdict == Verdict.NOT_DECIDED]
+        return own or ([self.why] if self.why else [])
 
 
 @dataclass(frozen=True)
@@ -55,20 +67,32 @@ class ConformanceReport:
     versions: Mapping[str, str]
     created: str
     clauses: tuple[ClauseResult, ...]
-    counts: Mapping[str, int] = field(default_factory=dict)
+    counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
             "adapter": self.adapter,
             "versions": dict(self.versions),
             "created": self.created,
-            "summary": dict(self.counts),
+            "summary": {tier: dict(c) for tier, c in self.counts.items()},
             "clauses": [
                 {
                     "id": c.id,
                     "text": c.text,
-                    "outcome": c.outcome.value,
-                    "tests": [{**asdict(t), "outcome": t.outcome.value} for t in c.tests],
+                    "tier": c.tier.name.lower(),
+                    "outcome": c.verdict.value,
+                    "evidence": c.evidence,
+                    "reasons": c.reasons if c.verdict == Verdict.NOT_DECIDED else [],
+                    "tests": [
+                        {
+                            "nodeid": t.nodeid,
+                            "outcome": t.verdict.value,
+                            "detail": t.detail,
+                            "duration_s": t.duration_s,
+                            "deployment": t.deployment,
+                        }
+                        for t in c.tests
+                    ],
                 }
                 for c in self.clauses
             ],
@@ -82,45 +106,62 @@ class ConformanceReport:
             f"- Adapter: `{self.adapter}`",
             "- Versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
             f"- Created: {self.created}",
-            "- Summary: " + ", ".join(f"{n} {k}" for k, n in self.counts.items()),
-            "",
-            "| Clause | Outcome | Statement | Tests |",
-            "| --- | --- | --- | --- |",
         ]
-        for c in self.clauses:
-            tally = _tally(t.outcome for t in c.tests)
-            tests = ", ".join(f"{n} {k}" for k, n in tally.items()) or "none"
-            lines.append(f"| {c.id} | {_badge(c.outcome)} | {_md_cell(c.text)} | {tests} |")
+        for tier in Tier:
+            lines.append(f"- {tier.value}: {_summary(self.counts.get(tier.name.lower(), {}))}")
+        for tier in Tier:
+            rows = [c for c in self.clauses if c.tier == tier]
+            if not rows:
+                continue
+            lines += [
+                "",
+                f"## {tier.value.capitalize()}",
+                "",
+                "| Clause | Verdict | Statement | Tests |",
+                "| --- | --- | --- | --- |",
+            ]
+            for c in rows:
+                tally = _tally(t.verdict for t in c.tests)
+                tests = ", ".join(f"{n} {k}" for k, n in tally.items()) or "none"
+                lines.append(f"| {c.id} | {_badge(c.verdict)} | {_md_cell(c.text)} | {tests} |")
         lines += _deployment_lines(self.clauses)
-        details = [c for c in self.clauses if c.reasons]
-        if details:
-            lines += ["", "## Failures and skips", ""]
-            for c in details:
-                lines.append(f"### {c.id} ({c.outcome.value})")
-                lines.append("")
-                lines += [f"- `{_first_line(r)}`" for r in c.reasons]
-                lines.append("")
+        failed = [c for c in self.clauses if c.verdict == Verdict.FAILED]
+        if failed:
+            lines += ["", "## Failed: evidence", ""]
+            for c in failed:
+                lines += [f"### {c.id}", ""]
+                for evidence in c.evidence:
+                    lines += ["```text", *_head(evidence), "```", ""]
+        undecided = [c for c in self.clauses if c.verdict == Verdict.NOT_DECIDED]
+        if undecided:
+            lines += ["", "## Not decided: why", ""]
+            for c in undecided:
+                lines.append(f"- {c.id}: " + "; ".join(_first_line(r) for r in c.reasons))
         return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{counts.get(v.value, 0)} {v.value}" for v in Verdict)
 
 
 def _deployment_lines(clauses: Sequence[ClauseResult]) -> list[str]:
     """A table of every clause run under a production deployment, one row per deployment."""
     rows: list[str] = []
     for c in clauses:
-        by_deployment: dict[str, list[Outcome]] = {}
+        by_deployment: dict[str, list[Decision]] = {}
         for t in c.tests:
             if t.deployment:
-                by_deployment.setdefault(t.deployment, []).append(t.outcome)
-        for deployment, outcomes in by_deployment.items():
+                by_deployment.setdefault(t.deployment, []).append(Decision(t.verdict))
+        for deployment, decisions in by_deployment.items():
             topology, _, version = deployment.partition("@")
-            rows.append(f"| {c.id} | {topology} | {version} | {_badge(_combine(outcomes))} |")
+            rows.append(f"| {c.id} | {topology} | {version} | {_badge(combine(decisions))} |")
     if not rows:
         return []
     header = [
         "",
         "## By deployment",
         "",
-        "| Clause | Topology | SGLang | Outcome |",
+        "| Clause | Topology | SGLang | Verdict |",
         "| --- | --- | --- | --- |",
     ]
     return header + rows
@@ -129,24 +170,40 @@ def _deployment_lines(clauses: Sequence[ClauseResult]) -> list[str]:
 def clause_results(
     clauses: Mapping[str, str],
     clauses_by_test: Mapping[str, Sequence[str]],
-    results: Mapping[str, ItemResult],
+    records: Mapping[str, RecordedTest],
 ) -> tuple[ClauseResult, ...]:
     """One result per clause of the table, in table order.
 
-    ``clauses_by_test`` maps each collected test to the clause ids it carries; ``results``
-    holds the tests that reported. A collected test without a result did not run.
+    ``clauses_by_test`` maps each selected test to the clause ids it carries; ``records``
+    holds the tests that ran (a decision may name a clause the test does not carry, when its
+    failure's evidence points there). A selected test without a record did not run.
     """
-    tests_by_clause: dict[str, list[ItemResult]] = {cid: [] for cid in clauses}
+    tests_by_clause: dict[str, list[DecidedBy]] = {cid: [] for cid in clauses}
     for nodeid, ids in clauses_by_test.items():
-        result = results.get(nodeid, ItemResult(nodeid, Outcome.NOT_RUN, "not run"))
-        for cid in ids:
-            tests_by_clause[cid].append(result)
+        record = records.get(nodeid)
+        if record is None:
+            for cid in ids:
+                tests_by_clause[cid].append(DecidedBy(nodeid, Verdict.NOT_DECIDED, NOT_RUN))
+            continue
+        for cid, decision in record.decisions.items():
+            if cid in tests_by_clause:
+                tests_by_clause[cid].append(
+                    DecidedBy(
+                        nodeid,
+                        decision.verdict,
+                        decision.detail,
+                        record.duration_s,
+                        record.deployment,
+                    )
+                )
     return tuple(
         ClauseResult(
             cid,
             text,
-            _combine(t.outcome for t in tests_by_clause[cid]),
+            TIERS[cid],
+            combine([Decision(t.verdict) for t in tests_by_clause[cid]]),
             tuple(tests_by_clause[cid]),
+            "" if tests_by_clause[cid] else NO_TEST,
         )
         for cid, text in clauses.items()
     )
@@ -155,35 +212,40 @@ def clause_results(
 def build_report(
     adapter: str, versions: Mapping[str, str], created: str, clauses: tuple[ClauseResult, ...]
 ) -> ConformanceReport:
-    counts = {o.value: 0 for o in _PRECEDENCE}
+    counts = {t.name.lower(): {v.value: 0 for v in Verdict} for t in Tier}
     for c in clauses:
-        counts[c.outcome.value] += 1
+        counts[c.tier.name.lower()][c.verdict.value] += 1
     return ConformanceReport(adapter, dict(versions), created, clauses, counts)
 
 
-def _combine(outcomes: Iterable[Outcome]) -> Outcome:
-    seen = set(outcomes)
-    for candidate in _PRECEDENCE:
-        if candidate in seen:
-            return candidate
-    return Outcome.NOT_RUN
-
-
-def _tally(outcomes: Iterable[Outcome]) -> dict[str, int]:
+def _tally(verdicts: Iterable[Verdict]) -> dict[str, int]:
     tally: dict[str, int] = {}
-    for o in outcomes:
-        tally[o.value] = tally.get(o.value, 0) + 1
+    for v in verdicts:
+        tally[v.value] = tally.get(v.value, 0) + 1
     return tally
 
 
-def _badge(outcome: Outcome) -> str:
-    return {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭ skipped"}.get(
-        outcome.value, "· not run"
-    )
+def _badge(verdict: Verdict) -> str:
+    return {
+        Verdict.PASSED: "✅ passed",
+        Verdict.FAILED: "❌ failed",
+        Verdict.NOT_DECIDED: "· not decided",
+    }[verdict]
 
 
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Lines of one piece of evidence the Markdown shows (the JSON keeps it whole): enough for the
+# message and hypothesis' falsifying example.
+EVIDENCE_LINES = 16
+
+
+def _head(text: str) -> list[str]:
+    lines = text.strip().replace("`" * 3, "'" * 3).splitlines()
+    more = [f"... ({len(lines) - EVIDENCE_LINES} more lines in the JSON report)"]
+    return lines[:EVIDENCE_LINES] + (more if len(lines) > EVIDENCE_LINES else [])
 
 
 def _first_line(text: str) -> str:

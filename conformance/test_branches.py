@@ -10,9 +10,15 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from conformance.budget import budget
-from conformance.checks import check_round_trip, check_train_output, sampled_runs
+from conformance.checks import check_round_trip, check_sample, check_train_shape, sampled_runs
 from conformance.miles_side import CallDeadlineExceeded, miles_args
-from conformance.order import check_epoch_order, trained_prompts
+from conformance.order import (
+    check_no_dropped_task_returned,
+    check_rollout_order,
+    check_rollout_task_sets,
+    trained_prompts,
+)
+from conformance.verdicts import ClauseBook
 from conformance.world import MilesWorld, identify, load_task_data, write_config
 
 
@@ -97,7 +103,7 @@ def prompt_lengths(
     return lengths
 
 
-@pytest.mark.clause("BR-2")
+@pytest.mark.clause("BR-2", "GRP-2")
 @budget(ci=2)
 @given(
     seed=st.integers(0, 200), batch=st.integers(1, 2), rollouts=st.integers(1, 2), data=st.data()
@@ -106,6 +112,7 @@ def test_zero_branch_traces_drop_their_group(
     world: MilesWorld,
     workdir: Path,
     qwen_tokenizer: Any,
+    verdicts: ClauseBook,
     seed: int,
     batch: int,
     rollouts: int,
@@ -125,11 +132,13 @@ def test_zero_branch_traces_drop_their_group(
     args = miles_args(rollout_batch_size=batch, rollout_max_prompt_len=cap)
     fn = world.start(args, config)
 
-    trained = [
-        t for rollout in trained_prompts(world, fn, args, prompts, range(rollouts)) for t in rollout
-    ]
+    per_rollout = trained_prompts(world, fn, args, prompts, range(rollouts))
 
-    check_epoch_order(trained, prompts, dropped, shuffled=False)
+    with verdicts.check("BR-2"):
+        check_no_dropped_task_returned(per_rollout, dropped)
+        check_rollout_task_sets(per_rollout, prompts, dropped, shuffled=False)
+    with verdicts.check("GRP-2"):
+        check_rollout_order(per_rollout, prompts, dropped)
 
 
 @pytest.mark.clause("BR-3", "TRP-3")
@@ -141,7 +150,13 @@ def test_zero_branch_traces_drop_their_group(
     thinking=st.booleans(),
 )
 def test_one_branch_traces_convert_aligned_with_the_engine_output(
-    world: MilesWorld, workdir: Path, taskset: str, batch: int, n: int, thinking: bool
+    world: MilesWorld,
+    workdir: Path,
+    verdicts: ClauseBook,
+    taskset: str,
+    batch: int,
+    n: int,
+    thinking: bool,
 ) -> None:
     from miles_verifiers_testkit.engine import PolicyConfig
 
@@ -153,29 +168,37 @@ def test_one_branch_traces_convert_aligned_with_the_engine_output(
     )
     fn = world.start(args, config)
 
-    groups = check_train_output(world.train(fn, 0), args, world.contract)
+    groups = check_train_shape(world.train(fn, 0), args, world.contract)  # precondition
 
     calls = world.engine.calls()
     for position, group in enumerate(groups):
         for sample in group:
-            assert identify(sample, prompts) is not None, (
-                f"group {position}: the sample lost its task prompt"
-            )
-            check_round_trip(sample, calls, where=f"group {position}")
+            with verdicts.check("BR-3"):
+                assert identify(sample, prompts) is not None, (
+                    f"group {position}: the sample lost its task prompt"
+                )
+                check_sample(sample, where=f"group {position}")
+            with verdicts.check("TRP-3"):
+                check_round_trip(sample, calls, where=f"group {position}")
 
 
 @pytest.mark.clause("BR-3", "TRP-3")
-def test_a_user_simulator_dialogue_converts_aligned(world: MilesWorld, workdir: Path) -> None:
+def test_a_user_simulator_dialogue_converts_aligned(
+    world: MilesWorld, workdir: Path, verdicts: ClauseBook
+) -> None:
     # mv-dialogue runs a user simulator subprocess per rollout: one small batch only.
     world.engine.reset()
     config = write_config(workdir, "mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
     args = miles_args(rollout_batch_size=1, rollout_max_response_len=128)
     fn = world.start(args, config)
 
-    groups = check_train_output(world.train(fn, 0), args, world.contract)
+    groups = check_train_shape(world.train(fn, 0), args, world.contract)  # precondition
 
     sample = groups[0][0]
-    check_round_trip(sample, world.engine.calls())
-    assert len(sampled_runs(sample)) >= 2, (
-        "both assistant turns should be sampled, with the user turn masked out"
-    )
+    with verdicts.check("BR-3"):
+        check_sample(sample)
+        assert len(sampled_runs(sample)) >= 2, (
+            "both assistant turns should be sampled, with the user turn masked out"
+        )
+    with verdicts.check("TRP-3"):
+        check_round_trip(sample, world.engine.calls())

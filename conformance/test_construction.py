@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conformance.budget import budget
 from conformance.miles_side import miles_args, point_at_engine
+from conformance.verdicts import ClauseBook
 from conformance.world import LegacyRolloutFn, MilesWorld, write_config
 
 # Each unsupported Miles option: the flag the error must name, the attribute and a value
@@ -98,6 +99,7 @@ def test_each_unsupported_option_is_rejected_by_name(
 def test_rejection_names_every_offending_flag_before_touching_anything(
     world: MilesWorld,
     workdir: Path,
+    verdicts: ClauseBook,
     offending: set[str],
     supported: dict[str, Any],
     config_kind: str,
@@ -111,30 +113,37 @@ def test_rejection_names_every_offending_flag_before_touching_anything(
         "unset": None,
     }[config_kind]
 
-    error = construction_error(world, args, config)
+    error = construction_error(world, args, config)  # precondition: OPT-1's rejection
 
-    missing = [flag for flag in sorted(offending) if flag not in str(error)]
-    assert not missing, f"the error does not name {missing}: {error}"
-    assert world.engine.request_count() == 0, (
-        "the engine was called before the options were rejected"
-    )
-    assert "never-written" not in str(error), (
-        f"the config was looked at before the options were rejected: {error}"
-    )
+    with verdicts.check("OPT-2"):
+        missing = [flag for flag in sorted(offending) if flag not in str(error)]
+        assert not missing, f"the error does not name {missing}: {error}"
+    with verdicts.check("OPT-3"):
+        assert world.engine.request_count() == 0, (
+            "the engine was called before the options were rejected"
+        )
+        assert "never-written" not in str(error), (
+            f"the config was looked at before the options were rejected: {error}"
+        )
 
 
 @pytest.mark.clause("OPT-4", "CALL-1")
 @budget(ci=5)
 @given(supported=supported_options())
 def test_any_supported_combination_constructs_before_the_engine_exists(
-    world: MilesWorld, workdir: Path, supported: dict[str, Any]
+    world: MilesWorld, workdir: Path, verdicts: ClauseBook, supported: dict[str, Any]
 ) -> None:
     world.engine.reset()
     args = miles_args(**supported)  # no engine address: Miles starts SGLang after construction
+    config = write_config(workdir, "mv_arith", taskset={"num_tasks": 4})
 
-    world.construct(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 4}))
+    with verdicts.check("OPT-4", hard=True):
+        world.construct(args, config)
 
-    assert world.engine.request_count() == 0
+    with verdicts.check("CALL-1"):
+        assert world.engine.request_count() == 0, (
+            "construction sent engine requests before Miles set the engine address"
+        )
 
 
 @pytest.mark.clause("OPT-5")

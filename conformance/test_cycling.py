@@ -18,14 +18,20 @@ from conformance.budget import budget
 from conformance.checks import check_train_output, output_fingerprint
 from conformance.hooks import DROP_FILTER_PATH
 from conformance.miles_side import miles_args, record_checkpoint, saves_checkpoint
-from conformance.order import check_epoch_order, trained_prompts
+from conformance.order import (
+    check_no_dropped_task_returned,
+    check_rollout_order,
+    check_rollout_task_sets,
+    trained_prompts,
+)
+from conformance.verdicts import ClauseBook
 from conformance.world import MilesWorld, load_task_data, write_config
 
 # mv-faulty faults that make a whole group unusable (a trace error, or a raising group reward).
 DROPPING_FAULTS = ("reward_error", "group_reward_error", "harness_error")
 
 
-@pytest.mark.clause("CYC-1", "CYC-2", "GRP-1")
+@pytest.mark.clause("CYC-1", "CYC-2", "GRP-1", "GRP-2")
 @budget(ci=4)
 @given(
     num_tasks=st.integers(1, 6),
@@ -39,6 +45,7 @@ DROPPING_FAULTS = ("reward_error", "group_reward_error", "harness_error")
 def test_tasks_follow_the_epoch_order_minus_dropped_ones(
     world: MilesWorld,
     workdir: Path,
+    verdicts: ClauseBook,
     num_tasks: int,
     batch: int,
     n: int,
@@ -65,14 +72,18 @@ def test_tasks_follow_the_epoch_order_minus_dropped_ones(
     args.conformance_drop_prompts = sorted(dropped)
     fn = world.start(args, config)
 
-    trained = [
-        t for rollout in trained_prompts(world, fn, args, prompts, range(rollouts)) for t in rollout
-    ]
+    per_rollout = trained_prompts(world, fn, args, prompts, range(rollouts), verdicts)
 
-    check_epoch_order(trained, prompts, dropped, shuffled)
+    with verdicts.check("CYC-2"):
+        check_no_dropped_task_returned(per_rollout, dropped)
+    with verdicts.check("CYC-1"):
+        check_rollout_task_sets(per_rollout, prompts, dropped, shuffled)
+    if not shuffled:  # a shuffled epoch's order is the adapter's own
+        with verdicts.check("GRP-2"):
+            check_rollout_order(per_rollout, prompts, dropped)
 
 
-@pytest.mark.clause("CYC-2")
+@pytest.mark.clause("CYC-2", "GRP-2")
 @budget(ci=3)
 @given(
     num_tasks=st.integers(2, 6),
@@ -85,6 +96,7 @@ def test_tasks_follow_the_epoch_order_minus_dropped_ones(
 def test_failed_episodes_are_replaced_by_the_next_tasks(
     world: MilesWorld,
     workdir: Path,
+    verdicts: ClauseBook,
     num_tasks: int,
     fault_rate: float,
     batch: int,
@@ -112,11 +124,13 @@ def test_failed_episodes_are_replaced_by_the_next_tasks(
     )
     fn = world.start(args, config)
 
-    trained = [
-        t for rollout in trained_prompts(world, fn, args, prompts, range(rollouts)) for t in rollout
-    ]
+    per_rollout = trained_prompts(world, fn, args, prompts, range(rollouts))
 
-    check_epoch_order(trained, prompts, dropped, shuffled=False)
+    with verdicts.check("CYC-2"):
+        check_no_dropped_task_returned(per_rollout, dropped)
+        check_rollout_task_sets(per_rollout, prompts, dropped, shuffled=False)
+    with verdicts.check("GRP-2"):
+        check_rollout_order(per_rollout, prompts, dropped)
 
 
 @pytest.mark.clause("RES-1")

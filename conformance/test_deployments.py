@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.checks import check_round_trip, check_train_output
+from conformance.checks import check_round_trip, check_sample, check_train_output, check_train_shape
 from conformance.miles_side import miles_args
 from conformance.test_faults import is_replacement_error
-from conformance.test_transport import check_payload
-from conformance.world import MilesWorld, write_config
+from conformance.test_transport import judge_payloads
+from conformance.verdicts import ClauseBook
+from conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
 
@@ -30,24 +31,39 @@ def deployment_args(world: MilesWorld, **overrides: object):
 
 @pytest.mark.clause("TRP-1", "TRP-2", "TRP-3", "TRP-4", "BR-3", "GRP-1", "CALL-2")
 def test_a_train_call_round_trips_in_this_deployment(
-    deployment_world: MilesWorld, workdir: Path
+    deployment_world: MilesWorld, workdir: Path, verdicts: ClauseBook
 ) -> None:
     world = deployment_world
     world.engine.reset()
     args = deployment_args(
         world, rollout_batch_size=2, n_samples_per_prompt=2, rollout_max_context_len=900
     )
-    fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 3}))
+    config = write_config(workdir, "mv_arith", taskset={"num_tasks": 3})
+    prompts = task_prompts(config)
+    fn = world.start(args, config)
 
-    groups = check_train_output(world.train(fn, 0), args, world.contract)
+    output = world.train(fn, 0)
 
+    with verdicts.check("CALL-2", hard=True):
+        assert isinstance(output, world.contract.RolloutFnTrainOutput), type(output).__name__
+    groups = check_train_shape(output, args, world.contract)  # precondition
+    with verdicts.check("BR-3"):
+        for position, group in enumerate(groups):
+            for sample in group:
+                check_sample(sample, where=f"group {position}")
+    with verdicts.check("GRP-1"):
+        for position, group in enumerate(groups):
+            found = {identify(sample, prompts) for sample in group}
+            assert len(found) == 1 and None not in found, (
+                f"group {position} mixes tasks or has an unknown prompt: {found}"
+            )
     calls = world.engine.calls()
     assert calls, f"no worker of {world.deployment} saw a request"
-    for call in calls:
-        check_payload(call, args)
-    for position, group in enumerate(groups):
-        for sample in group:
-            check_round_trip(sample, calls, where=f"group {position}")
+    judge_payloads(verdicts, calls, args)
+    with verdicts.check("TRP-3"):
+        for position, group in enumerate(groups):
+            for sample in group:
+                check_round_trip(sample, calls, where=f"group {position}")
 
 
 @pytest.mark.clause("CALL-3")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.budget import budget
-from conformance.checks import check_train_output, output_fingerprint
+from conformance.checks import (
+    check_train_output,
+    check_train_samples,
+    check_train_shape,
+    output_fingerprint,
+)
 from conformance.miles_side import miles_args
+from conformance.verdicts import ClauseBook
 from conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
@@ -25,7 +32,14 @@ from miles_verifiers_testkit.engine import FaultPlan
     rollouts=st.integers(1, 2),
 )
 def test_train_calls_return_full_valid_batches(
-    world: MilesWorld, workdir: Path, num_tasks: int, batch: int, n: int, extra: int, rollouts: int
+    world: MilesWorld,
+    workdir: Path,
+    verdicts: ClauseBook,
+    num_tasks: int,
+    batch: int,
+    n: int,
+    extra: int,
+    rollouts: int,
 ) -> None:
     world.engine.reset()
     args = miles_args(
@@ -35,7 +49,11 @@ def test_train_calls_return_full_valid_batches(
     fn = world.start(args, config)
 
     for rollout_id in range(rollouts):
-        check_train_output(world.train(fn, rollout_id), args, world.contract)
+        output = world.train(fn, rollout_id)
+        with verdicts.check("TRN-1", hard=True):  # the samples are judged group by group
+            groups = check_train_shape(output, args, world.contract)
+        with verdicts.check("TRN-2"):
+            check_train_samples(groups)
 
 
 @pytest.mark.clause("TRN-3")
@@ -82,8 +100,10 @@ def test_calls_from_a_worker_thread_return_typed_outputs(world: MilesWorld, work
     assert isinstance(evaluation, world.contract.RolloutFnEvalOutput)
 
 
-@pytest.mark.clause("CALL-3")
-def test_one_instance_serves_train_and_eval_in_any_order(world: MilesWorld, workdir: Path) -> None:
+@pytest.mark.clause("CALL-3", "GRP-2")
+def test_one_instance_serves_train_and_eval_in_any_order(
+    world: MilesWorld, workdir: Path, verdicts: ClauseBook
+) -> None:
     world.engine.reset()
     config = write_config(workdir, "mv_arith", taskset={"num_tasks": 4})
     prompts = task_prompts(config)
@@ -95,7 +115,13 @@ def test_one_instance_serves_train_and_eval_in_any_order(world: MilesWorld, work
     second_eval = world.evaluate(fn, 1)
     second = check_train_output(world.train(fn, 1), args, world.contract)
 
-    trained = [identify(group[0], prompts) for group in first + second]
-    assert trained == prompts, "eval calls disturbed the training task order"
-    for output in (first_eval, second_eval):
-        assert sum(len(entry["rewards"]) for entry in output.data.values()) == len(prompts)
+    per_rollout = [[identify(group[0], prompts) for group in groups] for groups in (first, second)]
+    expected = [prompts[:2], prompts[2:]]
+    with verdicts.check("CALL-3"):
+        assert [Counter(r) for r in per_rollout] == [Counter(r) for r in expected], (
+            f"eval calls disturbed which tasks training used: {per_rollout}"
+        )
+        for output in (first_eval, second_eval):
+            assert sum(len(entry["rewards"]) for entry in output.data.values()) == len(prompts)
+    with verdicts.check("GRP-2"):
+        assert per_rollout == expected, f"groups are not in task order: {per_rollout}"

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from conformance.budget import budget
 from conformance.checks import check_round_trip, check_train_output
 from conformance.miles_side import miles_args
+from conformance.verdicts import ClauseBook
 from conformance.world import GenerateCall, MilesWorld, write_config
 from miles_verifiers_testkit.engine.schema_gate import (
     SGLANG_INSTALL_HINT,
@@ -62,17 +63,29 @@ def sampling_settings(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def check_payload(call: GenerateCall, args: Any) -> None:
+    """TRP-1, TRP-2 and TRP-4 of one ``/generate`` call."""
+    check_payload_keys(call)
+    check_payload_limits(call, args)
+    check_payload_values(call, args)
+
+
+def check_payload_keys(call: GenerateCall) -> None:
+    """TRP-1: the engine accepted the request, and every sampling key is one SGLang defines."""
     params = call.sampling_params
     assert call.status == 200, (
         f"the engine refused a request ({call.status}): {str(call.response)[:300]}"
-    )  # TRP-1
+    )
     unknown = set(params) - (SGLANG_SAMPLING_KEYS or set(params))
     assert not unknown, (
         f"sampling_params carries keys SGLang {installed_sglang_version()}'s SamplingParams "
         f"does not define: {sorted(unknown)}"
-    )  # TRP-1
-    new_tokens = params.get("max_new_tokens")
-    assert isinstance(new_tokens, int), "every request must bound max_new_tokens"  # TRP-2
+    )
+
+
+def check_payload_limits(call: GenerateCall, args: Any) -> None:
+    """TRP-2: max_new_tokens bounded by the response limit and, with the prompt, the context."""
+    new_tokens = call.sampling_params.get("max_new_tokens")
+    assert isinstance(new_tokens, int), "every request must bound max_new_tokens"
     assert new_tokens <= args.rollout_max_response_len, (
         f"max_new_tokens {new_tokens} exceeds --rollout-max-response-len {args.rollout_max_response_len}"
     )
@@ -82,7 +95,11 @@ def check_payload(call: GenerateCall, args: Any) -> None:
             f"prompt {len(call.input_ids)} + max_new_tokens {new_tokens} exceeds --rollout-max-context-len "
             f"{args.rollout_max_context_len}"
         )
-    # TRP-4: configured values reach the engine (SGLang's defaults stand in for absent keys).
+
+
+def check_payload_values(call: GenerateCall, args: Any) -> None:
+    """TRP-4: configured values reach the engine (SGLang's defaults stand in for absent keys)."""
+    params = call.sampling_params
     assert params.get("temperature", 1.0) == pytest.approx(args.rollout_temperature)
     assert params.get("top_p", 1.0) == pytest.approx(args.rollout_top_p)
     top_k = params.get("top_k")
@@ -97,6 +114,19 @@ def check_payload(call: GenerateCall, args: Any) -> None:
     assert call.input_ids[-len(expected_tail) :] == expected_tail, (
         "the prompt does not end with the generation prompt --apply-chat-template-kwargs asks for"
     )
+
+
+def judge_payloads(verdicts: ClauseBook, calls: list[GenerateCall], args: Any) -> None:
+    """Each payload clause in its own block, over every call (one failure per clause)."""
+    checks = (
+        ("TRP-1", lambda call: check_payload_keys(call)),
+        ("TRP-2", lambda call: check_payload_limits(call, args)),
+        ("TRP-4", lambda call: check_payload_values(call, args)),
+    )
+    for clause, check in checks:
+        with verdicts.check(clause):
+            for call in calls:
+                check(call)
 
 
 @pytest.mark.clause("TRP-1")
@@ -116,7 +146,12 @@ def test_payload_keys_are_checked_against_the_installed_sglangs_sampling_params(
     settings=sampling_settings(), taskset=st.sampled_from(["mv_arith", "mv_tools"]), data=st.data()
 )
 def test_engine_payloads_follow_the_settings_and_round_trip(
-    world: MilesWorld, workdir: Path, settings: dict[str, Any], taskset: str, data: st.DataObject
+    world: MilesWorld,
+    workdir: Path,
+    verdicts: ClauseBook,
+    settings: dict[str, Any],
+    taskset: str,
+    data: st.DataObject,
 ) -> None:
     # Tool rollouts start an MCP server each, so they run one at a time; arithmetic varies the shape.
     batch, n = (
@@ -129,12 +164,12 @@ def test_engine_payloads_follow_the_settings_and_round_trip(
     args = miles_args(rollout_batch_size=batch, n_samples_per_prompt=n, **settings)
     fn = world.start(args, config)
 
-    groups = check_train_output(world.train(fn, 0), args, world.contract)
+    groups = check_train_output(world.train(fn, 0), args, world.contract)  # precondition
 
     calls = world.engine.calls()
     assert calls, "the engine saw no request"
-    for call in calls:
-        check_payload(call, args)
-    for position, group in enumerate(groups):
-        for sample in group:
-            check_round_trip(sample, calls, where=f"group {position}")
+    judge_payloads(verdicts, calls, args)
+    with verdicts.check("TRP-3"):
+        for position, group in enumerate(groups):
+            for sample in group:
+                check_round_trip(sample, calls, where=f"group {position}")

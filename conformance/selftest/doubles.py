@@ -14,6 +14,10 @@ contract only (what the call returns, or what goes over the wire to the engine):
   contract-breaking answers instead of refusing them would, so they get trained on (FLT-3).
 - ``HangsForever``: never returns from a train call, as an adapter stuck retrying would; a
   hang must fail FLT-1 whatever ``--replacement-error`` names.
+- ``RetriesARejectedKeyForever``: every call keeps re-sending a request with a sampling key
+  the engine refuses, from a task that outlives the call (as upstream's retry loop does): the
+  hang must read as that key under TRP-1, and what it leaves running must not reach the
+  next test.
 
 Use with ``pytest conformance --adapter conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
@@ -22,6 +26,7 @@ reference adapter.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
@@ -199,3 +204,34 @@ class HangsForever(_Wrapper):
     def __call__(self, rollout_input: Any) -> Any:
         threading.Event().wait(HANG_S)
         return super().__call__(rollout_input)
+
+
+RETRY_PAUSE_S = 0.05
+
+
+async def _retry_rejected_key_forever(url: str) -> None:
+    """Re-send a refused request without end, the way a transport that retries 5xx does."""
+    import httpx
+
+    body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1, LEAKED_KEY: 0}}
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
+        while True:  # unbounded on purpose: this is the defect the double imitates
+            try:
+                await client.post(url, json=body)
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+
+class RetriesARejectedKeyForever(_Wrapper):
+    def __call__(self, rollout_input: Any) -> Any:
+        url = f"http://{self._args.sglang_router_ip}:{self._args.sglang_router_port}/generate"
+
+        async def call() -> Any:
+            # A detached task, waited on without passing cancellation to it: cancelling the
+            # call (the deadline) leaves the task running, as with a task per group.
+            task = asyncio.ensure_future(_retry_rejected_key_forever(url))
+            await asyncio.wait({task})
+            return None
+
+        return call()

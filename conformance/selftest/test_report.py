@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from conformance.clauses import CLAUSES
-from conformance.report import ItemResult, Outcome, build_report, clause_results
+from conformance.report import RecordedTest, build_report, clause_results
 from conformance.selftest.runner import run_pytest
+from conformance.verdicts import Decision, Verdict
 
 CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
@@ -38,21 +39,23 @@ SYNTHETIC_TESTS = textwrap.dedent(
 
 
 @pytest.mark.clause("SUITE-3")
-def test_clause_outcome_is_the_worst_of_its_tests() -> None:
-    results = {
-        "a": ItemResult("a", Outcome.PASSED),
-        "b": ItemResult("b", Outcome.FAILED, "call: boom"),
-        "c": ItemResult("c", Outcome.SKIPPED, "later"),
+def test_a_clause_fails_on_any_failure_passes_on_a_pass_and_else_is_not_decided() -> None:
+    passed, failed = Decision(Verdict.PASSED), Decision(Verdict.FAILED, "boom")
+    skipped = Decision(Verdict.NOT_DECIDED, "skipped: later")
+    records = {
+        "a": RecordedTest({"OPT-1": passed}),
+        "b": RecordedTest({"OPT-1": failed, "OPT-2": passed}),
+        "c": RecordedTest({"OPT-3": skipped, "OPT-2": passed}),
     }
     by_test = {"a": ("OPT-1",), "b": ("OPT-1", "OPT-2"), "c": ("OPT-3",), "d": ("OPT-4",)}
 
-    outcomes = {c.id: c.outcome for c in clause_results(CLAUSES, by_test, results)}
+    verdicts = {c.id: c.verdict for c in clause_results(CLAUSES, by_test, records)}
 
-    assert outcomes["OPT-1"] == Outcome.FAILED
-    assert outcomes["OPT-2"] == Outcome.FAILED
-    assert outcomes["OPT-3"] == Outcome.SKIPPED
-    assert outcomes["OPT-4"] == Outcome.NOT_RUN  # collected but never reported
-    assert outcomes["OPT-5"] == Outcome.NOT_RUN  # no test at all
+    assert verdicts["OPT-1"] == Verdict.FAILED
+    assert verdicts["OPT-2"] == Verdict.PASSED
+    assert verdicts["OPT-3"] == Verdict.NOT_DECIDED
+    assert verdicts["OPT-4"] == Verdict.NOT_DECIDED  # collected but never reported
+    assert verdicts["OPT-5"] == Verdict.NOT_DECIDED  # no test at all
 
 
 @pytest.mark.clause("SUITE-3")
@@ -66,7 +69,7 @@ def test_report_renders_every_clause_in_markdown_and_json() -> None:
 
     assert [c["id"] for c in data["clauses"]] == list(CLAUSES)
     assert all(f"| {cid} |" in markdown for cid in CLAUSES)
-    assert data["summary"]["not run"] == len(CLAUSES)
+    assert sum(tier["not decided"] for tier in data["summary"].values()) == len(CLAUSES)
 
 
 @pytest.mark.clause("SUITE-3")
@@ -86,8 +89,7 @@ def test_a_run_writes_each_deployment_of_a_clause_with_its_outcome(tmp_path: Pat
         )
     )
     (tmp_path / "test_synthetic.py").write_text(
-        "import pytest\n\n@pytest.mark.clause('TRP-1')\n"
-        "def test_x(deployment_world):\n    pass\n"
+        "import pytest\n\n@pytest.mark.clause('TRP-1')\ndef test_x(deployment_world):\n    pass\n"
     )
 
     run_pytest(["test_synthetic.py"], cwd=tmp_path, report_base=tmp_path / "out" / "conformance")
@@ -98,7 +100,8 @@ def test_a_run_writes_each_deployment_of_a_clause_with_its_outcome(tmp_path: Pat
     assert "| TRP-1 | direct | 0.5.23 |" in markdown
     (trp1,) = [c for c in data["clauses"] if c["id"] == "TRP-1"]
     runs = {t["deployment"]: t["outcome"] for t in trp1["tests"]}
-    assert runs == {"sglang-router@0.5.16-fork": "passed", "direct@0.5.23": "failed"}
+    # The direct run failed in its set-up, before the test could decide TRP-1.
+    assert runs == {"sglang-router@0.5.16-fork": "passed", "direct@0.5.23": "not decided"}
 
 
 @pytest.mark.clause("SUITE-3")
@@ -112,13 +115,16 @@ def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -
 
     outcomes = run.clause_outcomes()
     assert list(outcomes) == list(CLAUSES)
+    # OPT-1: one test passed it; the other stopped on an error before deciding it.
     assert (outcomes["OPT-1"], outcomes["OPT-2"], outcomes["OPT-3"], outcomes["OPT-4"]) == (
+        "passed",
         "failed",
-        "failed",
-        "skipped",
-        "failed",
+        "not decided",
+        "not decided",
     )
-    assert {outcomes[c] for c in CLAUSES if not c.startswith("OPT-") or c == "OPT-5"} == {"not run"}
+    assert {outcomes[c] for c in CLAUSES if not c.startswith("OPT-") or c == "OPT-5"} == {
+        "not decided"
+    }
     markdown = (tmp_path / "out" / "conformance.md").read_text()
     assert "no engine here" in markdown and "deliberate" in markdown
 
@@ -146,5 +152,5 @@ def test_clause_option_runs_only_that_clause(tmp_path: Path) -> None:
     )
 
     outcomes = run.clause_outcomes()
-    assert outcomes["OPT-3"] == "skipped"
-    assert outcomes["OPT-1"] == outcomes["OPT-2"] == "not run"
+    assert outcomes["OPT-3"] == "not decided"
+    assert outcomes["OPT-1"] == outcomes["OPT-2"] == "not decided"

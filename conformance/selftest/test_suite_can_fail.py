@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,29 +10,46 @@ import pytest
 from conformance.selftest.doubles import WRAPPED_ENV
 from conformance.selftest.runner import REPO_ROOT, run_pytest
 
-# double -> the clauses its breakage must fail (each run selects only these clauses).
+# double -> the one clause it breaks. Every clause the run touches must pass or be not
+# decided for a stated reason; only that one may fail.
 BROKEN = {
-    "ReversedGroups": ("GRP-2",),
-    "SharedGroupIndex": ("GRP-4",),
-    "LeakySamplingKey": ("TRP-1",),
-    "PatchedEngineAnswers": ("FLT-3",),
+    "ReversedGroups": "GRP-2",
+    "SharedGroupIndex": "GRP-4",
+    "LeakySamplingKey": "TRP-1",
+    "PatchedEngineAnswers": "FLT-3",
 }
+# The default run selects the tests of the broken clause (which carry its neighbours too:
+# GRP-2's tests also check GRP-1/3/4, CYC-1/2, BR-2 and CALL-3). The full matrix (the
+# `conformance-selftest` tox env) runs the whole suite against each double, less the
+# fixed-seed snapshots, which pin the exact output and so change with any double by design.
+MATRIX_ENV = "CONFORMANCE_SELFTEST_MATRIX"
+FULL_SUITE = [
+    "--ignore=conformance/selftest",
+    "--deselect=conformance/test_rollout_snapshots.py",
+]
+
+
+def full_matrix() -> bool:
+    return os.environ.get(MATRIX_ENV, "").strip().lower() == "full"
+
+
+def suite_selection(clause: str) -> list[str]:
+    return FULL_SUITE if full_matrix() else ["--clause", clause]
 
 
 @pytest.mark.clause("SUITE-1")
 @pytest.mark.parametrize("double", list(BROKEN))
-def test_a_broken_adapter_fails_the_matching_clauses(
+def test_a_double_that_breaks_one_clause_fails_exactly_that_clause(
     double: str, tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
-    clauses = BROKEN[double]
-    selection = [arg for clause in clauses for arg in ("--clause", clause)]
+    broken = BROKEN[double]
 
     run = run_pytest(
         [
             "conformance",
             f"--adapter=conformance.selftest.doubles:{double}",
             f"--replacement-error={pytestconfig.getoption('--replacement-error')}",
-            *selection,
+            *suite_selection(broken),
         ],
         cwd=REPO_ROOT,
         report_base=tmp_path / "report",
@@ -41,21 +59,16 @@ def test_a_broken_adapter_fails_the_matching_clauses(
             WRAPPED_ENV: pytestconfig.getoption("--adapter"),
             "MILES_VERIFIERS_DISPATCH_BUDGET_FACTOR": "2",
         },
+        timeout_s=3000 if full_matrix() else 600,
     )
 
-    outcomes = run.clause_outcomes()
+    assert run.report is not None, run.output[-3000:]
+    clauses = run.report["clauses"]
+    failed = {c["id"]: c["evidence"] for c in clauses if c["outcome"] == "failed"}
+    assert set(failed) == {broken}, f"{double} failed {failed}, expected only {broken}"
+    unexplained = [c["id"] for c in clauses if c["outcome"] == "not decided" and not c["reasons"]]
+    assert not unexplained, f"not decided without a reason: {unexplained}"
     assert run.returncode != 0, run.output[-3000:]
-    for clause in clauses:
-        assert outcomes[clause] == "failed", (
-            f"{double} should fail {clause}, got {outcomes[clause]}:\n{run.output[-3000:]}"
-        )
-        # Failing to set up (e.g. an adapter that cannot be imported) would prove nothing.
-        reasons = [
-            t["reason"] for c in run.report["clauses"] if c["id"] == clause for t in c["tests"]
-        ]
-        assert any(r.startswith("call:") for r in reasons), (
-            f"{clause} failed only outside the test body: {reasons}"
-        )
 
 
 @pytest.mark.clause("SUITE-1")
