@@ -134,10 +134,12 @@ STANDARD = Scale(
     ),
     memory_rollouts=1000,
     memory_calls=10,
+    # Four variants each (in-process, 1, 2, 4 workers): the simulator and tool tasksets spend
+    # ~4 s of environment CPU per rollout, so their batches stay small.
     worker_points={
         "mv-arith": RolloutPoint(concurrency=64, groups=32, samples_per_group=4, rounds=3),
-        "mv-dialogue": RolloutPoint(concurrency=8, groups=2, samples_per_group=4, rounds=2),
-        "mv-tools": RolloutPoint(concurrency=8, groups=2, samples_per_group=4, rounds=2),
+        "mv-dialogue": RolloutPoint(concurrency=8, groups=1, samples_per_group=4, rounds=2),
+        "mv-tools": RolloutPoint(concurrency=8, groups=1, samples_per_group=4, rounds=2),
     },
     worker_saturation=(
         # About one second per request either way: ~10-token replies at 10 tokens/s, or

@@ -407,3 +407,49 @@ def record_worker_saturation(
             better="none",
             **params,
         )
+
+
+def _numbers(kind: type, text: str, flag: str) -> list[Any]:
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"{flag} takes comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise SystemExit(f"{flag} needs at least one value")
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.workers``: print the projection table for measured costs."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.workers",
+        description="Workers needed for N engines, from measured CPU per model turn.",
+    )
+    parser.add_argument("--trainer-ms", type=float, required=True, help="trainer CPU per turn")
+    parser.add_argument("--worker-ms", type=float, required=True, help="worker CPU per turn")
+    parser.add_argument("--engines", default="1,4,8,16", help="engine counts, e.g. 1,4,8")
+    parser.add_argument("--seconds", default="1,4", help="seconds per request, e.g. 1,4")
+    parser.add_argument("--batch", type=int, default=64, help="sequences each engine runs")
+    parser.add_argument(
+        "--core-budget", type=float, default=0.8, help="share of a core per process"
+    )
+    args = parser.parse_args(argv)
+    try:
+        table = projection_table(
+            _numbers(int, args.engines, "--engines"),
+            _numbers(float, args.seconds, "--seconds"),
+            batch_per_engine=args.batch,
+            trainer_cpu_ms_per_turn=args.trainer_ms,
+            worker_cpu_ms_per_turn=args.worker_ms,
+            core_budget=args.core_budget,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

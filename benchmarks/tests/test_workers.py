@@ -204,3 +204,18 @@ def test_the_projection_table_has_a_row_per_engine_count_and_duration() -> None:
     lines = table.splitlines()
     assert len(lines) == 2 + 4
     assert lines[-1] == "| 8 | 4 | 128 | 0.06 | 1 |"
+
+
+def test_the_projection_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.workers import main
+
+    main(["--trainer-ms", "0.5", "--worker-ms", "4", "--engines", "8", "--seconds", "4"])
+
+    assert capsys.readouterr().out.splitlines()[-1] == "| 8 | 4 | 128 | 0.06 | 1 |"
+
+
+def test_the_projection_command_names_a_bad_list_flag() -> None:
+    from benchmarks.workers import main
+
+    with pytest.raises(SystemExit, match="--engines takes comma-separated numbers"):
+        main(["--trainer-ms", "1", "--worker-ms", "1", "--engines", "eight"])
