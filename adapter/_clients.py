@@ -10,7 +10,8 @@ module adds what the Miles adapter needs on top:
 * :func:`shared_renderer_pool` builds ONE small pool per (tokenizer, identity, template
   switches, size) and process, shared by the training and the evaluation clients. It is
   usable after a single tokenizer load; the other renderers are loaded on a background
-  thread (or on demand, when a render would otherwise wait for a free one).
+  thread (or on demand, when a render would otherwise wait for a free one), and after them
+  one the event loop renders short prompts with (see ``miles_verifiers._inline_render``).
 * :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
   serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
   without tool support. It also stops serving the moment its rollout call ends.
