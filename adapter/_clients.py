@@ -10,8 +10,9 @@ module adds what the Miles adapter needs on top:
 * :func:`shared_renderer_pool` builds ONE small pool per (tokenizer, identity, template
   switches, size) and process, shared by the training and the evaluation clients. It is
   usable after a single tokenizer load; the other renderers are loaded on a background
-  thread (or on demand, when a render would otherwise wait for a free one), and after them
-  one the event loop renders short prompts with (see ``miles_verifiers._inline_render``).
+  thread (or on demand, when a render would otherwise wait for a free one). With two or more,
+  one of them is kept for the event loop, which renders short prompts itself (see
+  ``miles_verifiers._inline_render``); the others serve Renderers' worker threads.
 * :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
   serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
   without tool support. It also stops serving the moment its rollout call ends.
@@ -184,7 +185,9 @@ def _make_growing_pool_class() -> type:
         the second one is only worth it once two renders actually overlap.
         """
 
-        def __init__(self, factory: Callable[[], Any], size: int) -> None:
+        def __init__(
+            self, factory: Callable[[], Any], size: int, *, loop_renderer: bool = True
+        ) -> None:
             # The base constructor would build every slot up front; set its fields instead.
             first = factory()
             adopt_renderer_pool_fields(self, factory, first, size)
@@ -196,7 +199,8 @@ def _make_growing_pool_class() -> type:
             self._built = 1
             self._grow_lock = threading.Lock()
             self._inline: InlineRenderer | None = None
-            self._inline_started = False
+            # Without a loop renderer every render takes a worker thread.
+            self._inline_started = not loop_renderer
             self.vocab_size = renderer_vocab_size(first)
 
         @property
@@ -248,9 +252,8 @@ def _make_growing_pool_class() -> type:
             self._build_inline()
 
         def _build_inline(self) -> None:
-            # One renderer of its own (a tokenizer copy, ~90 MB for Qwen3), so a render on the
-            # loop never waits for one a worker thread holds. Multimodal prompts always take
-            # the thread.
+            # A renderer of its own, so a render on the loop never waits for one a worker
+            # thread holds. Multimodal prompts always take the thread.
             with self._grow_lock:
                 if self._inline_started or self.is_multimodal:
                     return
@@ -324,14 +327,19 @@ def _build_pool(spec: RendererSpec) -> Any:
     import transformers  # noqa: F401
     from transformers import AutoTokenizer  # noqa: F401
 
+    # With two or more renderers, one of them is the event loop's (short prompts); the rest
+    # serve worker threads. A pool of one keeps it for the threads: every render takes one.
+    loop_renderer = spec.pool_size > 1
     try:
-        pool = growing_pool_class()(_renderer_factory(spec), spec.pool_size)
+        threads = spec.pool_size - 1 if loop_renderer else spec.pool_size
+        pool = growing_pool_class()(_renderer_factory(spec), threads, loop_renderer=loop_renderer)
     except (OSError, ValueError, TypeError, ImportError) as error:
         raise _renderer_setup_error(spec, error) from error
-    # The spare renderers and the loop's own load in the background: Miles starts SGLang after
-    # building the rollout function, so they are normally ready before the first request
-    # (until then every render takes the thread).
-    threading.Thread(target=pool.warm_up, name="renderer-pool-warm-up", daemon=True).start()
+    if spec.pool_size > 1:
+        # The other renderers (the loop's last) load in the background: Miles starts SGLang
+        # after building the rollout function, so they are normally ready before the first
+        # request (until the loop's is, every render takes a thread).
+        threading.Thread(target=pool.warm_up, name="renderer-pool-warm-up", daemon=True).start()
     return pool
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -13,7 +14,12 @@ import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import ChatDialect
 
 from conformance.render_corpus import CASES, IDENTITIES, Identity, RendererFactory, cases_for
-from miles_verifiers._clients import MilesTrainClient, RendererSpec, growing_pool_class
+from miles_verifiers._clients import (
+    MilesTrainClient,
+    RendererSpec,
+    growing_pool_class,
+    shared_renderer_pool,
+)
 from miles_verifiers._inline_render import (
     INLINE_MAX_CHARS,
     INLINE_MAX_MESSAGES,
@@ -149,6 +155,29 @@ def test_until_the_loop_renderer_is_built_every_prompt_takes_a_worker_thread() -
 
     assert pool.inline_renderer is None
     assert threads and all(thread != loop_thread for _, thread in threads)
+
+
+def _loop_renderer_of(pool: Any) -> Any:
+    deadline = time.monotonic() + 120
+    while pool.inline_renderer is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # built on the pool's warm-up thread
+    return pool.inline_renderer
+
+
+def test_a_shared_pool_of_two_keeps_one_renderer_for_the_loop_and_one_for_threads() -> None:
+    pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+
+    assert _loop_renderer_of(pool) is not None
+    pool.warm_up()
+    assert pool.built == 1
+
+
+def test_a_shared_pool_of_one_renders_every_prompt_on_a_worker_thread() -> None:
+    pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 1))
+
+    pool.warm_up()
+
+    assert pool.inline_renderer is None and pool.built == 1
 
 
 def test_inline_and_threaded_requests_send_the_same_prompt_ids() -> None:
