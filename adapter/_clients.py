@@ -10,7 +10,9 @@ module adds what the Miles adapter needs on top:
 * :func:`shared_renderer_pool` builds ONE small pool per (tokenizer, identity, template
   switches, size) and process, shared by the training and the evaluation clients. It is
   usable after a single tokenizer load; the other renderers are loaded on a background
-  thread (or on demand, when a render would otherwise wait for a free one).
+  thread (or on demand, when a render would otherwise wait for a free one). With two or more,
+  one of them is kept for the event loop, which renders short prompts itself (see
+  ``miles_verifiers._inline_render``); the others serve Renderers' worker threads.
 * :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
   serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
   without tool support. It also stops serving the moment its rollout call ends.
@@ -18,6 +20,7 @@ module adds what the Miles adapter needs on top:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import logging
@@ -39,6 +42,7 @@ from miles_verifiers._errors import (
     recorded_error_class,
     tag_message,
 )
+from miles_verifiers._inline_render import InlineRenderer, prompt_size, renders_inline
 from miles_verifiers._upstream import (
     FixedRendererPool,
     adopt_renderer_pool_fields,
@@ -181,7 +185,9 @@ def _make_growing_pool_class() -> type:
         the second one is only worth it once two renders actually overlap.
         """
 
-        def __init__(self, factory: Callable[[], Any], size: int) -> None:
+        def __init__(
+            self, factory: Callable[[], Any], size: int, *, loop_renderer: bool = True
+        ) -> None:
             # The base constructor would build every slot up front; set its fields instead.
             first = factory()
             adopt_renderer_pool_fields(self, factory, first, size)
@@ -192,7 +198,15 @@ def _make_growing_pool_class() -> type:
             self._idle.put(first)
             self._built = 1
             self._grow_lock = threading.Lock()
+            self._inline: InlineRenderer | None = None
+            # Without a loop renderer every render takes a worker thread.
+            self._inline_started = not loop_renderer
             self.vocab_size = renderer_vocab_size(first)
+
+        @property
+        def inline_renderer(self) -> InlineRenderer | None:
+            """The renderer short prompts use on the event loop; None until it is built."""
+            return self._inline
 
         @property
         def built(self) -> int:
@@ -233,7 +247,25 @@ def _make_growing_pool_class() -> type:
             )
 
         def warm_up(self) -> None:
-            """Build the remaining renderers now (meant for a background thread)."""
+            """Build the remaining renderers, then the loop's own (meant for a background thread)."""
+            self._fill()
+            self._build_inline()
+
+        def _build_inline(self) -> None:
+            # A renderer of its own, so a render on the loop never waits for one a worker
+            # thread holds. Multimodal prompts always take the thread.
+            with self._grow_lock:
+                if self._inline_started or self.is_multimodal:
+                    return
+                self._inline_started = True
+            try:
+                renderer = self._make_renderer()
+            except Exception as error:
+                logger.warning("building the event loop's renderer failed: %s", error)
+                return
+            self._inline = InlineRenderer(renderer, self)
+
+        def _fill(self) -> None:
             while True:
                 with self._grow_lock:
                     if self._built >= self._capacity:
@@ -295,13 +327,18 @@ def _build_pool(spec: RendererSpec) -> Any:
     import transformers  # noqa: F401
     from transformers import AutoTokenizer  # noqa: F401
 
+    # With two or more renderers, one of them is the event loop's (short prompts); the rest
+    # serve worker threads. A pool of one keeps it for the threads: every render takes one.
+    loop_renderer = spec.pool_size > 1
     try:
-        pool = growing_pool_class()(_renderer_factory(spec), spec.pool_size)
+        threads = spec.pool_size - 1 if loop_renderer else spec.pool_size
+        pool = growing_pool_class()(_renderer_factory(spec), threads, loop_renderer=loop_renderer)
     except (OSError, ValueError, TypeError, ImportError) as error:
         raise _renderer_setup_error(spec, error) from error
     if spec.pool_size > 1:
-        # The spare renderers load in the background: Miles starts SGLang after building the
-        # rollout function, so they are normally ready before the first request.
+        # The other renderers (the loop's last) load in the background: Miles starts SGLang
+        # after building the rollout function, so they are normally ready before the first
+        # request (until the loop's is, every render takes a thread).
         threading.Thread(target=pool.warm_up, name="renderer-pool-warm-up", daemon=True).start()
     return pool
 
@@ -333,6 +370,13 @@ def shared_renderer_pool(spec: RendererSpec) -> Any:
 
 # -- the client --------------------------------------------------------------------------------
 
+# The renderer the request running in this task renders with, when it is not the pool (see
+# miles_verifiers._inline_render). A context variable, because one client serves many
+# concurrent requests and Verifiers asks for the renderer in the middle of each.
+_REQUEST_RENDERER: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "miles_verifiers_request_renderer", default=None
+)
+
 
 class MilesTrainClient(FixedRendererPool, TrainClient):
     """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals.
@@ -348,8 +392,20 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
             renderer_model_name=spec.tokenizer_source,
         )
         self.use_renderer_pool(pool)
+        self._renderers = pool
         self._spec = spec
         self._ended = False
+
+    def renderer_for_request(self) -> Any:
+        return _REQUEST_RENDERER.get() or super().renderer_for_request()
+
+    def _inline_renderer_for(self, body: Mapping[str, Any], turn: Any) -> Any:
+        """The loop's renderer when this request's prompt is short and it is built, else None."""
+        inline = getattr(self._renderers, "inline_renderer", None)
+        if inline is None:
+            return None
+        messages = turn.prompt if turn is not None else body.get("messages") or ()
+        return inline if renders_inline(prompt_size(messages, body.get("tools"))) else None
 
     def end(self) -> None:
         """Refuse every request from now on (the owning rollout call is over)."""
@@ -375,6 +431,24 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
                 "finished); the request was not sent to SGLang.",
                 status_code=_REFUSED,
             )
+        chosen = _REQUEST_RENDERER.set(self._inline_renderer_for(body, turn))
+        try:
+            return await self._respond(
+                dialect, body, model, sampling_args, session_id, turn, headers
+            )
+        finally:
+            _REQUEST_RENDERER.reset(chosen)
+
+    async def _respond(
+        self,
+        dialect: Any,
+        body: dict,
+        model: str,
+        sampling_args: Any,
+        session_id: str | None,
+        turn: Any,
+        headers: Mapping[str, str] | None,
+    ) -> Any:
         try:
             return await super().get_response(
                 dialect,

@@ -35,7 +35,10 @@ renderers 0.1.10
 6. ``renderers.client._maybe_offload``: runs render/parse work on a worker thread only when the
    renderer ``isinstance(renderer, RendererPool)``. Our growing pool subclasses ``RendererPool``
    for that reason alone. Without it renders run on the event loop and a pool checkout blocks
-   it. -> :func:`renderer_pool_base`
+   it. The flip side is relied on too: any other renderer object runs inline, which is how a
+   short prompt renders on the loop (:class:`miles_verifiers._inline_render.InlineRenderer`).
+   If that changed, short prompts would go to a thread again (slower, still correct).
+   -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
 7. ``RendererPool`` private fields ``_factory``, ``_size``, ``_sole``, ``_lock``, ``_pool`` and
    ``_renderer_cls``, set by its constructor. The growing pool skips that constructor (it would
    build every renderer up front) and sets them itself, so the base properties (``size``,
@@ -93,6 +96,7 @@ __all__ = [
     "adopt_renderer_pool_fields",
     "interception_runners",
     "is_tools_refusal",
+    "offloads_to_thread",
     "renderer_pool_base",
     "session_id_from_options",
     "set_rollout_context",
@@ -164,12 +168,16 @@ class FixedRendererPool:
     def use_renderer_pool(self, pool: Any) -> None:
         self._pool = pool
 
+    def renderer_for_request(self) -> Any:
+        """What the current request renders with: the pool (a subclass may choose per request)."""
+        return self._pool
+
     def _renderer_pool(
         self, model: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
     ) -> Any:
         # The pool is built from --apply-chat-template-kwargs; per-request template switches
         # would need another pool, so none are taken from the request.
-        return self._pool
+        return self.renderer_for_request()
 
 
 # -- renderers: the pool (entries 6-8) ------------------------------------------------------------
@@ -183,6 +191,11 @@ def renderer_pool_base() -> type:
     from renderers.base import RendererPool
 
     return RendererPool
+
+
+def offloads_to_thread(renderer: Any) -> bool:
+    """True when Renderers would run ``renderer``'s work on a worker thread (entry 6)."""
+    return isinstance(renderer, renderer_pool_base())
 
 
 def adopt_renderer_pool_fields(

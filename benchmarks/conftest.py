@@ -64,13 +64,20 @@ def scale(pytestconfig: pytest.Config) -> Scale:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """One test per end-to-end point (``rollout_case``) and per saturation plan of the scale."""
+    """One test per end-to-end point (``rollout_case``), per saturation plan, and per worker
+    taskset and worker saturation plan of the scale."""
     if "rollout_case" in metafunc.fixturenames:
         scale = PRESETS[metafunc.config.getoption("--bench-scale")]
         cases = [
             (taskset, point) for taskset, points in scale.rollout_points.items() for point in points
         ]
         metafunc.parametrize("rollout_case", cases, ids=[f"{t}-c{p.concurrency}" for t, p in cases])
+    if "worker_taskset" in metafunc.fixturenames:
+        tasksets = sorted(PRESETS[metafunc.config.getoption("--bench-scale")].worker_points)
+        metafunc.parametrize("worker_taskset", tasksets)
+    if "worker_plan" in metafunc.fixturenames:
+        plans = PRESETS[metafunc.config.getoption("--bench-scale")].worker_saturation
+        metafunc.parametrize("worker_plan", plans, ids=[plan.name for plan in plans])
     if "saturation_plan" in metafunc.fixturenames:
         plans = PRESETS[metafunc.config.getoption("--bench-scale")].saturation
         metafunc.parametrize("saturation_plan", plans, ids=[plan.name for plan in plans])

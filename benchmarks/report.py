@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks.results import BenchResult, Figure
+from benchmarks.workers import GoalRow, evaluate_goals
 
 # Report sections in reading order; a group not listed here goes last, alphabetically.
 GROUP_ORDER: tuple[str, ...] = (
@@ -16,6 +17,8 @@ GROUP_ORDER: tuple[str, ...] = (
     "environment",
     "ceiling",
     "saturation",
+    "workers",
+    "workers-saturation",
     "cold",
     "memory",
 )
@@ -28,6 +31,8 @@ GROUP_TITLES: dict[str, str] = {
     "environment": "Environment costs (outside the adapter)",
     "ceiling": "Adapter against the direct load generator (same token workload, same concurrency)",
     "saturation": "Saturation against a latency-modelled loopback engine",
+    "workers": "Throughput and per-turn CPU against the episode-worker count (zero latency)",
+    "workers-saturation": "Saturation against the episode-worker count (latency model)",
     "cold": "Cold start: a fresh process per measurement",
     "memory": "Memory of the trainer-side process",
 }
@@ -87,6 +92,10 @@ def markdown_table(result: BenchResult) -> str:
         "in one run), not the ratio of their medians. "
         "Benchmarks measure; nothing here is a pass/fail threshold."
     )
+    goals = evaluate_goals(result)
+    if goals:
+        lines += ["", "## Goals of the episode-worker work (measured, not asserted)", ""]
+        lines += goal_table(goals)
     for group, figures in ordered_groups(result):
         lines += ["", f"## {GROUP_TITLES.get(group, group)}", ""]
         lines.append("| figure | parameters | median | min | max | unit | n |")
@@ -100,6 +109,14 @@ def markdown_table(result: BenchResult) -> str:
         lines += ["", "## Notes", ""]
         lines += [f"- {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
+
+
+def goal_table(rows: list[GoalRow]) -> list[str]:
+    lines = ["| goal | measured | target | status |", "|---|---:|---|---|"]
+    for row in rows:
+        measured = "-" if row.measured is None else format_number(row.measured)
+        lines.append(f"| {row.goal} | {measured} | {row.target} | {row.status} |")
+    return lines
 
 
 def plot_series(result: BenchResult) -> dict[str, dict[str, list[Figure]]]:

@@ -99,7 +99,11 @@ class RolloutDriver:
         max_response_tokens: int,
         exclude_pids: Collection[int] = (),
         call_timeout_s: float = 900.0,
+        settings: Any = None,
+        min_new_tokens: int = 0,
     ) -> None:
+        """``settings`` (an ``AdapterSettings``) replaces the ``MILES_VERIFIERS_*`` environment;
+        ``min_new_tokens`` > 0 makes every reply at least that long (the engine pads it)."""
         if taskset not in TASKSET_CONFIGS:
             raise ValueError(
                 f"unknown taskset {taskset!r}; choose one of {sorted(TASKSET_CONFIGS)}"
@@ -117,6 +121,9 @@ class RolloutDriver:
             apply_chat_template_kwargs={"enable_thinking": False},
             num_rollout=1_000_000,
         )
+        if min_new_tokens > 0:
+            # Miles has no flag for it: a hand-set attribute, as a launcher script would set.
+            self.args.rollout_min_new_tokens = min_new_tokens
         host, _, port = engine_url.removeprefix("http://").rstrip("/").rpartition(":")
         point_at_engine(self.args, host, int(port))
         self._exclude = tuple(exclude_pids)
@@ -124,7 +131,9 @@ class RolloutDriver:
         self._loop = MilesLoop()
         started = time.perf_counter()
         with config_env(TASKSET_CONFIGS[taskset]):
-            self.fn = VerifiersRolloutFn(RolloutFnConstructorInput(self.args, data_source=None))
+            self.fn = VerifiersRolloutFn(
+                RolloutFnConstructorInput(self.args, data_source=None), settings=settings
+            )
         self.construct_s = time.perf_counter() - started
         self._next_id = 0
 

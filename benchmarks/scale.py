@@ -44,6 +44,8 @@ class SaturationPlan:
     samples_per_group: int
     rounds: int | None = None
     """Measured calls; None takes the scale's ``rounds``."""
+    min_new_tokens: int = 0
+    """Every reply at least this long (0: the fixture's own, about 10 tokens)."""
 
     @property
     def capacity_tokens_per_s(self) -> float:
@@ -67,6 +69,12 @@ class Scale:
     """Fresh processes measured for construction + first call, one measurement each."""
     cold_rollouts: int = 32
     """Rollouts in the cold first call: 8 groups x 4 samples."""
+    worker_counts: tuple[int, ...] = (1, 2, 4)
+    """Episode worker counts measured beside the in-process path (``bench_workers.py``)."""
+    worker_points: dict[str, RolloutPoint] = field(default_factory=dict)
+    """Per taskset, the zero-latency point every worker count is measured at."""
+    worker_saturation: tuple[SaturationPlan, ...] = ()
+    """Latency-modelled plans every worker count is measured at."""
 
 
 STANDARD = Scale(
@@ -126,6 +134,40 @@ STANDARD = Scale(
     ),
     memory_rollouts=1000,
     memory_calls=10,
+    # Four variants each (in-process, 1, 2, 4 workers): the simulator and tool tasksets spend
+    # ~4 s of environment CPU per rollout, so their batches stay small.
+    worker_points={
+        "mv-arith": RolloutPoint(concurrency=64, groups=32, samples_per_group=4, rounds=3),
+        "mv-dialogue": RolloutPoint(concurrency=8, groups=1, samples_per_group=4, rounds=2),
+        "mv-tools": RolloutPoint(concurrency=8, groups=1, samples_per_group=4, rounds=2),
+    },
+    worker_saturation=(
+        # About one second per request either way: ~10-token replies at 10 tokens/s, or
+        # 200-token replies at 200 tokens/s per sequence.
+        SaturationPlan(
+            name="rl-rate-short",
+            description="~1 s per request, ~10-token replies, 64 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.1,
+            batch_capacity=64,
+            concurrency=128,
+            groups=64,
+            samples_per_group=4,
+            rounds=2,
+        ),
+        SaturationPlan(
+            name="rl-rate-long",
+            description="~1 s per request, 200-token replies, 64 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.005,
+            batch_capacity=64,
+            concurrency=128,
+            groups=64,
+            samples_per_group=4,
+            rounds=2,
+            min_new_tokens=200,
+        ),
+    ),
 )
 
 SMOKE = Scale(
@@ -159,6 +201,35 @@ SMOKE = Scale(
     memory_calls=4,
     cold_rounds=2,
     cold_rollouts=8,
+    worker_counts=(1, 2),
+    worker_points={
+        "mv-arith": RolloutPoint(concurrency=8, groups=4, samples_per_group=2),
+        "mv-dialogue": RolloutPoint(concurrency=2, groups=1, samples_per_group=2),
+        "mv-tools": RolloutPoint(concurrency=2, groups=1, samples_per_group=2),
+    },
+    worker_saturation=(
+        SaturationPlan(
+            name="smoke-short",
+            description="~0.1 s per request, ~10-token replies, 8 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.01,
+            batch_capacity=8,
+            concurrency=16,
+            groups=8,
+            samples_per_group=2,
+        ),
+        SaturationPlan(
+            name="smoke-long",
+            description="~0.1 s per request, 50-token replies, 8 sequences",
+            prefill_s_per_token=0.00002,
+            decode_s_per_token=0.002,
+            batch_capacity=8,
+            concurrency=16,
+            groups=8,
+            samples_per_group=2,
+            min_new_tokens=50,
+        ),
+    ),
 )
 
 PRESETS: dict[str, Scale] = {scale.name: scale for scale in (STANDARD, SMOKE)}

@@ -222,6 +222,20 @@ def test_renderers_maybe_offload_moves_only_renderer_pool_work_to_a_thread() -> 
     assert asyncio.run(_maybe_offload(FakeRenderer(), threading.get_ident)) == here
 
 
+def test_renderers_maybe_offload_runs_the_loop_renderer_inline_and_the_pool_on_a_thread() -> None:
+    from renderers.client import _maybe_offload
+
+    from miles_verifiers._inline_render import InlineRenderer
+
+    pool = growing_pool_class()(FakeRenderer, 1)
+    inline = InlineRenderer(FakeRenderer(), pool)
+    here = threading.get_ident()
+
+    assert not upstream.offloads_to_thread(inline) and upstream.offloads_to_thread(pool)
+    assert asyncio.run(_maybe_offload(inline, threading.get_ident)) == here
+    assert asyncio.run(_maybe_offload(pool, threading.get_ident)) != here
+
+
 @pytest.mark.parametrize("size", [1, 2])
 def test_renderers_renderer_pool_private_fields_are_the_ones_we_adopt(size: int) -> None:
     base = upstream.renderer_pool_base()
@@ -283,7 +297,16 @@ def test_growing_pool_own_fields_do_not_collide_with_renderer_pool_fields() -> N
 
     own = set(vars(growing)) - base_fields
 
-    assert own == {"_make_renderer", "_capacity", "_idle", "_built", "_grow_lock", "vocab_size"}
+    assert own == {
+        "_make_renderer",
+        "_capacity",
+        "_idle",
+        "_built",
+        "_grow_lock",
+        "_inline",
+        "_inline_started",
+        "vocab_size",
+    }
     assert not own & set(dir(base))
 
 
