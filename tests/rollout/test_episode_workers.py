@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +90,139 @@ def test_two_workers_train_the_same_samples_as_one_process(
     ]
 
     assert got == expected
+
+
+def test_two_workers_evaluate_every_task_in_task_order(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    close_after: Any,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
+    alone = build_rollout_fn(deterministic_args(), config)
+    expected = call(alone, eval_input(0), miles_loop).data["mv-arith"]
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    close_after(fn)
+    entry = call(fn, eval_input(0), miles_loop).data["mv-arith"]
+
+    assert [s.metadata["verifiers"]["task_index"] for s in entry["samples"]] == [
+        i for i in range(5) for _ in range(2)
+    ]
+    assert [fingerprint(s) for s in entry["samples"]] == [
+        fingerprint(s) for s in expected["samples"]
+    ]
+    assert entry["rewards"] == expected["rewards"]
+
+
+def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    assert worker_pids() == []  # workers start at the first call, not at construction
+
+    call(fn, train_input(0), miles_loop)
+    first = sorted(worker_pids())
+    call(fn, eval_input(0), miles_loop)
+    call(fn, train_input(1), miles_loop)
+    second = sorted(worker_pids())
+    fn.close()
+
+    assert len(first) == 2
+    assert second == first
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    fn = build_rollout_fn(args, config, workers(2))
+    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
+    before = set(worker_pids())
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    result: dict[str, Any] = {}
+
+    def train() -> None:
+        result["output"] = call(fn, train_input(1), miles_loop)
+
+    caller = threading.Thread(target=train)
+    caller.start()
+    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
+    victim = sorted(before)[0]
+    os.kill(victim, signal.SIGKILL)
+    caller.join(timeout=120)
+    after = set(worker_pids())
+    fn.close()
+
+    output = result["output"]
+    groups = output.samples
+    assert len(groups) == 2 and all(len(g) == 2 for g in groups)
+    assert all(s.status.value == "completed" for g in groups for s in g)
+    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
+    assert output.metrics["verifiers/groups_replaced"] >= 1
+    assert victim not in after and len(after) == 2  # restarted in its place
+    assert engine.in_flight == 0
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
+
+    async def start_then_cancel() -> bool:
+        task = asyncio.get_running_loop().create_task(fn(train_input(0)))
+        while engine.in_flight < 4:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    cancelled = miles_loop.run(start_then_cancel(), timeout_s=120)
+    fn.close()
+
+    assert cancelled
+    assert engine.in_flight == 0
+    prefixes = {rid.split("-", 1)[0] for rid in engine.abort_calls}
+    assert {p.rsplit("_w", 1)[1][:1] for p in prefixes if "_w" in p} == {"0", "1"}
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
+    from miles_verifiers._workers.local import LocalWorker
+
+    async def start_then_hang_up() -> int:
+        worker = await LocalWorker.start("orphan-check")
+        assert worker._process.stdin is not None
+        worker._process.stdin.close()
+        return await asyncio_wait(worker._process.wait(), 30)
+
+    assert miles_loop.run(start_then_hang_up(), timeout_s=60) == 0
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
+    import asyncio
+
+    return await asyncio.wait_for(awaitable, timeout_s)
