@@ -229,21 +229,21 @@ async def evaluate(
     args: Any,
     *,
     weight_version: Any,
-    groups: GroupRunner,
+    runner: GroupRunner,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
 
     def group(position: int, task: Any) -> Callable[[], Any]:
         async def run() -> tuple[bool, list[EvalEntry]]:
             # Evaluation runs the tasks in load order: a task's slot is its index.
-            result = await groups.run(position, position)
+            result = await runner.run(position, position)
             entries = group_entries(
                 result,
                 task,
                 position,
                 setup,
                 weight_version,
-                prefix_cache=groups.prefix_cache,
+                prefix_cache=runner.prefix_cache,
             )
             scored = [e.sample for e in entries if not e.empty]
             if setup.hooks.reward_model is not None and scored:

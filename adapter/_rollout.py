@@ -454,7 +454,7 @@ class VerifiersRolloutFn:
                     self.args,
                     start=start,
                     weight_version=weight_version,
-                    groups=self._groups(scope, "train"),
+                    runner=self._groups(scope, "train"),
                     data_source=self.data_source,
                     prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
                     prefill_sampling=self._prefill_sampling(),
@@ -491,7 +491,7 @@ class VerifiersRolloutFn:
                 run.eval,
                 self.args,
                 weight_version=getattr(rollout_input, "weight_version", None),
-                groups=self._groups(scope, "eval"),
+                runner=self._groups(scope, "eval"),
             )
         return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 

@@ -278,7 +278,7 @@ class _Dispatcher:
     setup: TrainSetup
     args: Any
     weight_version: Any
-    groups: GroupRunner
+    runner: GroupRunner
     cursor: Cursor
     dispatched: list[int] = field(default_factory=list)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
@@ -288,14 +288,14 @@ class _Dispatcher:
     examples: dict[str, str] = field(default_factory=dict)
 
     async def _group(self, offset: int) -> Judged:
-        run = await self.groups.run(offset, self.setup.order.task_index(offset))
+        run = await self.runner.run(offset, self.setup.order.task_index(offset))
         return await judge_group(
             run,
             offset,
             self.setup,
             self.args,
             self.weight_version,
-            prefix_cache=self.groups.prefix_cache,
+            prefix_cache=self.runner.prefix_cache,
         )
 
     def dispatch(self, count: int) -> None:
@@ -354,13 +354,13 @@ async def train_rollout(
     *,
     start: Cursor,
     weight_version: Any,
-    groups: GroupRunner,
+    runner: GroupRunner,
     data_source: Any,
     prefill_url: Callable[[], str],
     prefill_sampling: dict[str, Any],
 ) -> TrainResult:
     """Run one training call inside ``scope`` and post-process its groups (Miles' order)."""
-    dispatcher = _Dispatcher(scope, setup, args, weight_version, groups, start)
+    dispatcher = _Dispatcher(scope, setup, args, weight_version, runner, start)
     settlement = await dispatcher.run()
     first_batch = max(setup.rollout_batch_size, setup.over_sampling_batch_size)
     # Nothing after the cut is needed: stop it now rather than at scope exit.

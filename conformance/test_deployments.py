@@ -25,7 +25,6 @@ from conformance.test_transport import check_payload
 from conformance.world import MilesWorld, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
-
 IN_PROCESS = "in-process"
 TWO_LOCAL_WORKERS = "2-local-workers"
 # Each deployment with episodes in the trainer process, plus the default one on two workers.

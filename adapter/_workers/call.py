@@ -136,9 +136,7 @@ class WorkerCallScope:
         if leftovers:
             self._needs_backstop = True
             await asyncio.wait(leftovers, timeout=self.limits.grace_s)
-        end_timeout = (
-            self.limits.abort_s + self.limits.grace_s + self.limits.shutdown_s + 10.0
-        )
+        end_timeout = self.limits.abort_s + self.limits.grace_s + self.limits.shutdown_s + 10.0
         failed = await self.pool.end_call(self, end_timeout)
         if failed:
             self._needs_backstop = True

@@ -147,7 +147,9 @@ class WorkerPool:
 
     async def _ask(self, link: WorkerLink, body: Any, timeout_s: float) -> Any:
         request = Request(id=next(self._ids), body=body)
-        raw = await link.request(request.id, request.model_dump_json().encode(), timeout_s=timeout_s)
+        raw = await link.request(
+            request.id, request.model_dump_json().encode(), timeout_s=timeout_s
+        )
         reply: Reply = read_reply(raw)
         if isinstance(reply.body, Refused):
             raise WorkerRefusedError(
@@ -207,8 +209,8 @@ class WorkerPool:
             slot.load -= 1
         if not isinstance(body, GroupResult):
             raise WorkerRefusedError(f"{link.description} answered a group with {body.kind}")
-        error = RemoteEpisodeError(body.error.type, body.error.message) if body.error else None
-        return GroupRun(tuple(TraceView(t) for t in body.traces), body.failure, error)
+        failed = RemoteEpisodeError(body.error.type, body.error.message) if body.error else None
+        return GroupRun(tuple(TraceView(t) for t in body.traces), body.failure, failed)
 
     async def _lose(
         self,
@@ -230,7 +232,9 @@ class WorkerPool:
     async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
         """Tell every worker that knows the call to end it; returns the prefixes that failed."""
         self._bind_loop()
-        started = [(s, s.link, s.calls.pop(call.call_id)) for s in self._slots if call.call_id in s.calls]
+        started = [
+            (s, s.link, s.calls.pop(call.call_id)) for s in self._slots if call.call_id in s.calls
+        ]
 
         async def end(slot: _Slot, link: WorkerLink | None, prefix: str) -> str | None:
             if link is None or not link.alive:
@@ -239,7 +243,9 @@ class WorkerPool:
                 await self._ask(link, CallEnd(call_id=call.call_id), timeout_s)
                 return None
             except (WorkerLostError, WorkerRefusedError) as error:
-                logger.warning("ending call %s on %s failed: %s", call.call_id, link.description, error)
+                logger.warning(
+                    "ending call %s on %s failed: %s", call.call_id, link.description, error
+                )
                 if slot.link is link:
                     slot.link, slot.calls, slot.lost = None, {}, True
                 await asyncio.to_thread(link.kill)

@@ -119,9 +119,7 @@ class RayWorker:
 
 async def start_ray_worker(name: str) -> RayWorker:
     ray = await asyncio.to_thread(_ensure_ray)
-    actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(
-        _EpisodeWorkerActor
-    )
+    actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
     # Ray's default scheduling: any node of the cluster with a free CPU.
     actor = actor_class.options(name=None, num_cpus=1).remote()
     try:

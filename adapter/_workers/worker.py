@@ -211,9 +211,7 @@ class WorkerHandler:
         return GroupResult(
             traces=[trace_record(t, transport.prefix_cache_usage) for t in run.traces],
             failure=run.failure,
-            error=(
-_error_record(run.error) if run.error is not None else None
-            ),
+            error=(_error_record(run.error) if run.error is not None else None),
         )
 
 

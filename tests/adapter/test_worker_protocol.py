@@ -38,7 +38,9 @@ from miles_verifiers._workers.worker import WorkerHandler
 def a_trace_record() -> TraceRecord:
     return TraceRecord(
         id="t1",
-        task=TaskRecord(type="ArithTask", idx=3, prompt=[{"role": "user", "content": "1+1"}], label="2"),
+        task=TaskRecord(
+            type="ArithTask", idx=3, prompt=[{"role": "user", "content": "1+1"}], label="2"
+        ),
         branches=[
             BranchRecord(
                 index=0,
@@ -73,7 +75,10 @@ def test_a_group_request_survives_a_json_round_trip() -> None:
             call_id="mvt_abc",
             slot=12,
             task_index=4,
-            sampling=[{"temperature": 1.0, "sampling_seed": 5}, {"temperature": 1.0, "sampling_seed": 6}],
+            sampling=[
+                {"temperature": 1.0, "sampling_seed": 5},
+                {"temperature": 1.0, "sampling_seed": 6},
+            ],
             deadline_s=30.0,
         ),
     )
@@ -111,9 +116,12 @@ def test_a_group_result_keeps_every_log_prob_bit_for_bit() -> None:
 
 
 def test_a_request_of_another_major_version_is_refused_naming_both_versions() -> None:
-    raw = json.loads(Request(id=1, body=GroupRequest(
-        call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0
-    )).model_dump_json())
+    raw = json.loads(
+        Request(
+            id=1,
+            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
+        ).model_dump_json()
+    )
     raw["version"] = "2.0"
     with pytest.raises(ProtocolVersionError) as caught:
         read_request(json.dumps(raw))
@@ -121,9 +129,12 @@ def test_a_request_of_another_major_version_is_refused_naming_both_versions() ->
 
 
 def test_a_newer_minor_version_of_the_same_major_is_read() -> None:
-    raw = json.loads(Request(id=1, body=GroupRequest(
-        call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0
-    )).model_dump_json())
+    raw = json.loads(
+        Request(
+            id=1,
+            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
+        ).model_dump_json()
+    )
     raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.99"
     assert read_request(json.dumps(raw)).id == 1
 
@@ -131,14 +142,19 @@ def test_a_newer_minor_version_of_the_same_major_is_read() -> None:
 def test_a_worker_answers_another_major_version_with_a_refusal_and_builds_nothing() -> None:
     built: list[object] = []
     handler = WorkerHandler(builder=built.append)  # type: ignore[arg-type]
-    raw = json.loads(Request(id=9, body=WorkerSetup(
-        config_path="/x.toml",
-        config_text="",
-        expected_tasks=1,
-        renderer=RendererSpecModel(tokenizer_source="t", identity=None),
-        transport={},
-        cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-    )).model_dump_json())
+    raw = json.loads(
+        Request(
+            id=9,
+            body=WorkerSetup(
+                config_path="/x.toml",
+                config_text="",
+                expected_tasks=1,
+                renderer=RendererSpecModel(tokenizer_source="t", identity=None),
+                transport={},
+                cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
+            ),
+        ).model_dump_json()
+    )
     raw["version"] = "0.1"
 
     reply = read_reply(asyncio.run(handler.handle_frame(json.dumps(raw).encode())))
@@ -150,9 +166,9 @@ def test_a_worker_answers_another_major_version_with_a_refusal_and_builds_nothin
 
 def test_a_group_for_a_call_the_worker_never_started_is_refused() -> None:
     handler = WorkerHandler()
-    request = Request(id=2, body=GroupRequest(
-        call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0
-    ))
+    request = Request(
+        id=2, body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0)
+    )
     reply = read_reply(asyncio.run(handler.handle_frame(request.model_dump_json().encode())))
     assert isinstance(reply.body, Refused) and "setup" in reply.body.message
 

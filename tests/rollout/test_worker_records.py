@@ -71,8 +71,12 @@ def test_a_record_view_converts_to_exactly_the_sample_of_the_real_trace(
         view = through_the_wire(trace, prefix_cache)
         options = {"group_index": 0, "index": position, "weight_version": 3}
         for reward_key in (None, "reward"):
-            real = trace_to_sample(trace, reward_key=reward_key, prefix_cache=prefix_cache, **options)
-            again = trace_to_sample(view, reward_key=reward_key, prefix_cache=prefix_cache, **options)
+            real = trace_to_sample(
+                trace, reward_key=reward_key, prefix_cache=prefix_cache, **options
+            )
+            again = trace_to_sample(
+                view, reward_key=reward_key, prefix_cache=prefix_cache, **options
+            )
             assert as_dict(again) == as_dict(real)
         assert summarize_trace(view) == summarize_trace(trace)
 
