@@ -69,7 +69,7 @@ class PoolLimits:
     count: int
     restarts_per_call: int
     # Added to a group's deadline before its worker counts as hung.
-    answer_margin_s: float = 30.0
+    answer_margin_s: float = 25.0
     # Setup (taskset, tokenizer), call start and call end.
     control_timeout_s: float = 300.0
 

@@ -9,6 +9,9 @@ from typing import Any
 from miles_verifiers._workers.pool import PoolLimits, WorkerPool
 from miles_verifiers._workers.protocol import CleanupSpec, RendererSpecModel, WorkerSetup
 
+# Seconds on top of the episode deadline and its wind-down before a worker counts as hung.
+ANSWER_SLACK_S = 5.0
+
 
 def worker_setup(run: Any) -> WorkerSetup:
     """The setup message: the config as text (workers need not see the trainer's files, only
@@ -37,7 +40,10 @@ def worker_setup(run: Any) -> WorkerSetup:
 def build_pool(run: Any) -> WorkerPool:
     settings = run.settings
     limits = PoolLimits(
-        count=settings.episode_workers, restarts_per_call=settings.episode_worker_restarts
+        count=settings.episode_workers,
+        restarts_per_call=settings.episode_worker_restarts,
+        # Past its deadline a worker still cancels the episode and aborts its requests.
+        answer_margin_s=settings.cleanup_grace_s + settings.abort_timeout_s + ANSWER_SLACK_S,
     )
     if settings.episode_worker_backend == "ray":
         from miles_verifiers._workers.ray_backend import start_ray_worker

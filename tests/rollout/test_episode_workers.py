@@ -172,7 +172,7 @@ def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
     assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
     assert output.metrics["verifiers/groups_replaced"] >= 1
     assert victim not in after and len(after) == 2  # restarted in its place
-    assert engine.in_flight == 0
+    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
     assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
 
 
@@ -226,3 +226,72 @@ async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
     import asyncio
 
     return await asyncio.wait_for(awaitable, timeout_s)
+
+
+def kill_one_worker_mid_call(
+    fn: VerifiersRolloutFn, engine: RecordingEngine, miles_loop: MilesLoop, how: signal.Signals
+) -> tuple[int, dict[str, Any]]:
+    """Start a slow training call, send ``how`` to one worker once requests are in flight, and
+    return that worker's pid and what the call returned or raised."""
+    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
+    victim = sorted(worker_pids())[0]
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    result: dict[str, Any] = {}
+
+    def train() -> None:
+        try:
+            result["output"] = call(fn, train_input(1), miles_loop)
+        except Exception as error:
+            result["error"] = error
+
+    caller = threading.Thread(target=train)
+    caller.start()
+    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
+    os.kill(victim, how)
+    caller.join(timeout=180)
+    return victim, result
+
+
+def test_a_hung_worker_is_killed_after_the_deadline_and_its_groups_are_replaced(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    quick = workers(2, episode_timeout_s=5, cleanup_grace_s=1, abort_timeout_s=1)
+    fn = build_rollout_fn(args, config, quick)
+
+    victim, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGSTOP)
+    after = set(worker_pids())
+    fn.close()
+
+    output = result["output"]
+    assert [len(g) for g in output.samples] == [2, 2]
+    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
+    assert victim not in after
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    from miles_verifiers._workers.pool import WorkerRestartLimitError
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    fn = build_rollout_fn(args, config, workers(2, episode_worker_restarts=0))
+
+    _, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGKILL)
+    fn.close()
+
+    error = result.get("error")
+    assert isinstance(error, WorkerRestartLimitError), result
+    assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
+    # The killed worker's requests end as the engine sees its connections close.
+    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
