@@ -295,3 +295,28 @@ def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setti
     # The killed worker's requests end as the engine sees its connections close.
     assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
     assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_two_ray_workers_train_the_same_samples_as_one_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    ray = pytest.importorskip("ray")
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    alone = build_rollout_fn(deterministic_args(), config)
+    expected = [fingerprint(s) for s in flat(call(alone, train_input(0), miles_loop).samples)]
+    started_ray = not ray.is_initialized()
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2, episode_worker_backend="ray"))
+    try:
+        got = [fingerprint(s) for s in flat(call(fn, train_input(0), miles_loop).samples)]
+        actors = fn._workers.links if fn._workers is not None else []
+    finally:
+        fn.close()
+        if started_ray:
+            ray.shutdown()
+
+    assert got == expected
+    assert len(actors) == 2 and all("actor" in a.description for a in actors)
