@@ -6,9 +6,11 @@ groups (``run``) by handing them to the pool, and answers the prefix-cache looku
 conversion from the records the workers sent.
 
 Winding down cancels the group tasks still waiting, tells every worker to end the call (each
-cancels its leftover episodes and aborts its own requests), and then, as a backstop, aborts
-by rid prefix on the engines every request of every worker that took part, a lost one
-included, whenever anything could still be running there.
+cancels its leftover episodes and aborts its own requests, rid by rid), and then, as a
+backstop whenever anything could still be running, posts an abort of the rid prefix of every
+worker that took part, a lost one included. (SGLang acts on an exact rid only when one
+tokenizer process serves it; a lost worker's requests also end when SGLang sees its
+connections close.)
 """
 
 from __future__ import annotations
