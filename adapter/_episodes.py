@@ -19,7 +19,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 from miles_verifiers._errors import RolloutCallError
 from miles_verifiers._upstream import (
@@ -30,7 +30,8 @@ from miles_verifiers._upstream import (
 
 logger = logging.getLogger(__name__)
 
-RunFailure = Literal["episode_error", "episode_timeout"]
+# "worker_lost": the episode worker running the group died or hung (see _workers.pool).
+RunFailure = Literal["episode_error", "episode_timeout", "worker_lost"]
 
 
 class EpisodeTimeoutError(RolloutCallError, TimeoutError):
@@ -107,6 +108,41 @@ async def run_group(
         return GroupRun(_reached_traces(episode), "episode_timeout", error)
     except Exception as error:
         return GroupRun(_reached_traces(episode), "episode_error", error)
+
+
+class GroupRunner(Protocol):
+    """Runs task groups for one call: in this process, or on episode workers."""
+
+    async def run(self, slot: int, task_index: int) -> GroupRun:
+        """The episode of task ``task_index`` at ``slot`` (its seeds follow the slot)."""
+        ...
+
+    def prefix_cache(self, trace_id: str) -> Any:
+        """The engine's prefix-cache usage for a trace's requests (None: unknown)."""
+        ...
+
+
+@dataclass(frozen=True)
+class InProcessGroups:
+    """The one-worker path: groups run here, in the call's :class:`CallScope`."""
+
+    scope: CallScope
+    tasks: Sequence[Any]
+    contexts_for: Callable[[int], Sequence[Any]]
+    semaphore: asyncio.Semaphore | None
+    deadline_s: float
+
+    async def run(self, slot: int, task_index: int) -> GroupRun:
+        return await run_group(
+            self.scope.environment,
+            self.tasks[task_index],
+            self.contexts_for(slot),
+            semaphore=self.semaphore,
+            deadline_s=self.deadline_s,
+        )
+
+    def prefix_cache(self, trace_id: str) -> Any:
+        return self.scope.transport.prefix_cache_usage(trace_id)
 
 
 def describe_error(error: BaseException | Any) -> str:

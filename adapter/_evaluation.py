@@ -50,7 +50,7 @@ from miles_verifiers._conversion import (
     trace_reward,
     trace_to_sample,
 )
-from miles_verifiers._episodes import CallScope, GroupRun, describe_error, gather_bounded, run_group
+from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error, gather_bounded
 from miles_verifiers._hooks import MilesHooks
 from miles_verifiers._metrics import (
     TRAIN_PREFIX,
@@ -224,32 +224,26 @@ def _eval_reward(trace: Any, reward_key: str | None, *, strict: bool) -> float |
 
 
 async def evaluate(
-    scope: CallScope,
+    scope: Any,
     setup: EvalSetup,
     args: Any,
     *,
     weight_version: Any,
-    contexts_for: Callable[[int], Sequence[Any]],
-    semaphore: Any,
+    runner: GroupRunner,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
 
     def group(position: int, task: Any) -> Callable[[], Any]:
         async def run() -> tuple[bool, list[EvalEntry]]:
-            result = await run_group(
-                scope.environment,
-                task,
-                contexts_for(position),
-                semaphore=semaphore,
-                deadline_s=setup.episode_deadline_s,
-            )
+            # Evaluation runs the tasks in load order: a task's slot is its index.
+            result = await runner.run(position, position)
             entries = group_entries(
                 result,
                 task,
                 position,
                 setup,
                 weight_version,
-                prefix_cache=scope.transport.prefix_cache_usage,
+                prefix_cache=runner.prefix_cache,
             )
             scored = [e.sample for e in entries if not e.empty]
             if setup.hooks.reward_model is not None and scored:

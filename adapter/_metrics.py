@@ -27,6 +27,7 @@ DROP_TRACE_ERROR = "trace_error"  # a trace of the group recorded an error
 DROP_EMPTY_TRACE = "empty_trace"  # a trace committed no model turn (no branch)
 DROP_ABORTED = "aborted"  # the engine aborted a request of the group
 DROP_ENGINE_CONTRACT = "engine_contract"  # the engine answered a request of the group with garbage
+DROP_WORKER_LOST = "worker_lost"  # the episode worker running the group died or hung
 
 # Upstream names (train); eval gets the same names under EVAL_PREFIX.
 REWARD_MEAN = "reward_mean"

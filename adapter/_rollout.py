@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -52,6 +53,8 @@ from miles_verifiers._episodes import (
     CallScope,
     CleanupLimits,
     EnvironmentPool,
+    GroupRunner,
+    InProcessGroups,
     new_rid_prefix,
     rollout_seeds,
 )
@@ -103,6 +106,12 @@ class AdapterSettings(BaseSettings):
     """Time the environment's servers get to shut down at the end of a call."""
     handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
     """Time the interception servers wait for leftover request handlers at the end of a call."""
+    episode_workers: int = Field(1, ge=1, le=256)
+    """Processes that run episodes; 1 runs them in this process (no worker at all)."""
+    episode_worker_backend: Literal["local", "ray"] = "local"
+    """Where workers run when there is more than one: child processes, or Ray actors."""
+    episode_worker_restarts: int = Field(8, ge=0, le=1000)
+    """Lost workers one call may restart before it fails (their groups are replaced)."""
 
     @classmethod
     def from_environ(cls) -> AdapterSettings:
@@ -218,6 +227,20 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     )
 
 
+def _episode_workers(run: _Run) -> Any:
+    """The worker pool when more than one episode worker is asked for (none start yet)."""
+    settings = run.settings
+    if settings.episode_worker_backend == "ray":
+        from miles_verifiers._workers.ray_backend import require_ray
+
+        require_ray()
+    if settings.episode_workers == 1:
+        return None
+    from miles_verifiers._workers.setup import build_pool
+
+    return build_pool(run)
+
+
 class _LoopLock:
     """An ``asyncio.Lock`` per event loop (Miles keeps one loop, tests may use several)."""
 
@@ -276,9 +299,16 @@ class VerifiersRolloutFn:
         )
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
+        self._workers = _episode_workers(self._run)
+        # Workers are stopped on close(), when this instance is collected, and at exit.
+        self._stop_workers = (
+            weakref.finalize(self, self._workers.close) if self._workers is not None else None
+        )
 
     def close(self) -> None:
-        """Release the ``--save`` directory for another rollout function (also done on GC)."""
+        """Release the ``--save`` directory and stop the episode workers (also done on GC)."""
+        if self._stop_workers is not None:
+            self._stop_workers()
         if self._release_save is not None:
             self._release_save()
 
@@ -301,7 +331,7 @@ class VerifiersRolloutFn:
 
     # -- pieces shared by both modes
 
-    def _scope(self, mode: str) -> CallScope:
+    def _scope(self, mode: str) -> Any:
         from miles_verifiers._transport import SGLangTransport
         from miles_verifiers._transport.proxies import ensure_loopback_bypass
 
@@ -316,12 +346,64 @@ class VerifiersRolloutFn:
                 ", ".join(added),
             )
         run = self._run
-        settings = run.transport[mode].model_copy(update={"rid_prefix": new_rid_prefix(mode)})
+        rid_prefix = new_rid_prefix(mode)
+        settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
         transport = SGLangTransport(settings)
+        if self._workers is not None:
+            return self._worker_scope(mode, rid_prefix, transport)
         client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
         return CallScope(run.environments, transport, client, run.settings.cleanup)
 
-    async def _verify_served_model(self, scope: CallScope) -> None:
+    def _worker_scope(self, mode: str, rid_prefix: str, transport: Any) -> Any:
+        from miles_verifiers._workers.call import WorkerCallScope
+
+        run = self._run
+        assert self._workers is not None
+        return WorkerCallScope(
+            pool=self._workers,
+            call_id=rid_prefix,
+            mode=mode,
+            transport=transport,
+            sampling_for=self._sampling(mode),
+            deadline_s=run.settings.episode_timeout_s,
+            engine_url=engine_url_from_args(self.args),
+            model=run.model,
+            # The --sglang-server-concurrency bound is shared out among the workers.
+            max_concurrency=math.ceil(run.options.max_concurrency / run.settings.episode_workers),
+            limits=run.settings.cleanup,
+        )
+
+    def _groups(self, scope: Any, mode: str) -> GroupRunner:
+        """Who runs the call's groups: the worker scope itself, or this process."""
+        if self._workers is not None:
+            return scope  # type: ignore[no-any-return]
+        run = self._run
+        return InProcessGroups(
+            scope,
+            run.train.tasks if mode == "train" else run.eval.tasks,
+            self._contexts(scope, mode),
+            asyncio.Semaphore(run.options.max_concurrency),
+            run.settings.episode_timeout_s,
+        )
+
+    def _sampling(self, mode: str) -> Callable[[int], list[dict[str, Any]]]:
+        """The sampling values of each rollout at ``slot`` (per-rollout seeds when
+        --sglang-enable-deterministic-inference is on)."""
+        options = self._run.options
+        sampling = options.train if mode == "train" else options.eval
+        n = options.n_samples_per_prompt if mode == "train" else options.n_samples_per_eval_prompt
+
+        def sampling_for(slot: int) -> list[dict[str, Any]]:
+            if not options.deterministic_inference:
+                return [sampling_config_values(sampling)] * n
+            return [
+                sampling_config_values(sampling, seed)
+                for seed in rollout_seeds(options.rollout_seed, slot, n)
+            ]
+
+        return sampling_for
+
+    async def _verify_served_model(self, scope: Any) -> None:
         options = self._run.options
         aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
         await scope.transport.verify_served_model(self._run.model, aliases=aliases)
@@ -372,8 +454,7 @@ class VerifiersRolloutFn:
                     self.args,
                     start=start,
                     weight_version=weight_version,
-                    contexts_for=self._contexts(scope, "train"),
-                    semaphore=asyncio.Semaphore(run.options.max_concurrency),
+                    runner=self._groups(scope, "train"),
                     data_source=self.data_source,
                     prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
                     prefill_sampling=self._prefill_sampling(),
@@ -410,8 +491,7 @@ class VerifiersRolloutFn:
                 run.eval,
                 self.args,
                 weight_version=getattr(rollout_input, "weight_version", None),
-                contexts_for=self._contexts(scope, "eval"),
-                semaphore=asyncio.Semaphore(run.options.max_concurrency),
+                runner=self._groups(scope, "eval"),
             )
         return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 from miles_verifiers._clients import is_unsupported_request
 from miles_verifiers._conversion import (
@@ -34,7 +34,7 @@ from miles_verifiers._conversion import (
     looks_like_contract_breach,
     looks_like_engine_abort,
 )
-from miles_verifiers._episodes import CallScope, GroupRun, describe_error, run_group
+from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error
 from miles_verifiers._errors import SetupError
 from miles_verifiers._hooks import MilesHooks
 from miles_verifiers._metrics import (
@@ -43,6 +43,7 @@ from miles_verifiers._metrics import (
     DROP_ENGINE_CONTRACT,
     DROP_EPISODE_ERROR,
     DROP_TRACE_ERROR,
+    DROP_WORKER_LOST,
     TRAIN_PREFIX,
     drop_metrics,
     merge,
@@ -117,6 +118,8 @@ _REASON_HINTS: dict[str, str] = {
     "tokenizer's vocabulary); check that the engine serves --hf-checkpoint with its tokenizer",
     DROP_EMPTY_TRACE: "rollouts ended before any model turn (e.g. a first prompt over "
     "--rollout-max-prompt-len or the context window)",
+    DROP_WORKER_LOST: "episode workers died or stopped answering while running the groups "
+    "(their stderr says why)",
 }
 
 
@@ -193,7 +196,11 @@ async def judge_group(
     """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
     :class:`MultipleBranchesError`) for problems every group would have."""
     if not run.ok:
-        reason = DROP_EPISODE_TIMEOUT if run.failure == DROP_EPISODE_TIMEOUT else DROP_EPISODE_ERROR
+        reason = (
+            run.failure
+            if run.failure in (DROP_EPISODE_TIMEOUT, DROP_WORKER_LOST)
+            else DROP_EPISODE_ERROR
+        )
         return _drop(offset, reason, run, describe_error(run.error) if run.error else None)
     errored = [t for t in run.traces if t.has_error]
     for trace in errored:
@@ -255,17 +262,23 @@ class TrainResult:
     cursor_after_dispatch: Cursor
 
 
-ContextsFor = Callable[[int], Sequence[Any]]
+class CallScopeLike(Protocol):
+    """The call's task owner: ``spawn`` its work, ``wind_down`` what is left of it."""
+
+    def spawn(
+        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]: ...
+
+    async def wind_down(self) -> None: ...
 
 
 @dataclass
 class _Dispatcher:
-    scope: CallScope
+    scope: CallScopeLike
     setup: TrainSetup
     args: Any
     weight_version: Any
-    contexts_for: ContextsFor
-    semaphore: asyncio.Semaphore
+    runner: GroupRunner
     cursor: Cursor
     dispatched: list[int] = field(default_factory=list)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
@@ -275,21 +288,14 @@ class _Dispatcher:
     examples: dict[str, str] = field(default_factory=dict)
 
     async def _group(self, offset: int) -> Judged:
-        task = self.setup.tasks[self.setup.order.task_index(offset)]
-        run = await run_group(
-            self.scope.environment,
-            task,
-            self.contexts_for(offset),
-            semaphore=self.semaphore,
-            deadline_s=self.setup.episode_deadline_s,
-        )
+        run = await self.runner.run(offset, self.setup.order.task_index(offset))
         return await judge_group(
             run,
             offset,
             self.setup,
             self.args,
             self.weight_version,
-            prefix_cache=self.scope.transport.prefix_cache_usage,
+            prefix_cache=self.runner.prefix_cache,
         )
 
     def dispatch(self, count: int) -> None:
@@ -342,20 +348,19 @@ class _Dispatcher:
 
 
 async def train_rollout(
-    scope: CallScope,
+    scope: CallScopeLike,
     setup: TrainSetup,
     args: Any,
     *,
     start: Cursor,
     weight_version: Any,
-    contexts_for: ContextsFor,
-    semaphore: asyncio.Semaphore,
+    runner: GroupRunner,
     data_source: Any,
     prefill_url: Callable[[], str],
     prefill_sampling: dict[str, Any],
 ) -> TrainResult:
     """Run one training call inside ``scope`` and post-process its groups (Miles' order)."""
-    dispatcher = _Dispatcher(scope, setup, args, weight_version, contexts_for, semaphore, start)
+    dispatcher = _Dispatcher(scope, setup, args, weight_version, runner, start)
     settlement = await dispatcher.run()
     first_batch = max(setup.rollout_batch_size, setup.over_sampling_batch_size)
     # Nothing after the cut is needed: stop it now rather than at scope exit.

@@ -6,6 +6,9 @@ Miles starts by default), a raw pass-through proxy in front of two workers (Mile
 production Miles runs and under upstream 0.5.23. The deployment is part of each test id, so the
 clause report lists every run with its deployment. Where the router binary cannot start, its
 cases skip with the reason.
+
+One more row runs the default deployment with the episodes in two local worker processes
+(``MILES_VERIFIERS_EPISODE_WORKERS=2``): every clause must hold however many workers run them.
 """
 
 from __future__ import annotations
@@ -15,12 +18,30 @@ from pathlib import Path
 import pytest
 
 from conformance.checks import check_round_trip, check_sample, check_train_output, check_train_shape
+from conformance.conftest import DEPLOYMENTS
 from conformance.miles_side import miles_args
 from conformance.test_faults import is_replacement_error
 from conformance.test_transport import judge_payloads
 from conformance.verdicts import ClauseBook
 from conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
+
+IN_PROCESS = "in-process"
+TWO_LOCAL_WORKERS = "2-local-workers"
+# Each deployment with episodes in the trainer process, plus the default one on two workers.
+ROWS = [pytest.param(d, IN_PROCESS, id=d) for d in DEPLOYMENTS] + [
+    pytest.param(DEPLOYMENTS[0], TWO_LOCAL_WORKERS, id=f"{DEPLOYMENTS[0]}+{TWO_LOCAL_WORKERS}")
+]
+matrix = pytest.mark.parametrize(("deployment_world", "episode_workers"), ROWS, indirect=True)
+
+
+@pytest.fixture
+def episode_workers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the episodes run: read by the adapter from its settings variables at construction."""
+    if request.param == TWO_LOCAL_WORKERS:
+        monkeypatch.setenv("MILES_VERIFIERS_EPISODE_WORKERS", "2")
+        monkeypatch.setenv("MILES_VERIFIERS_EPISODE_WORKER_BACKEND", "local")
+    return str(request.param)
 
 
 def deployment_args(world: MilesWorld, **overrides: object):
@@ -30,8 +51,9 @@ def deployment_args(world: MilesWorld, **overrides: object):
 
 
 @pytest.mark.clause("TRP-1", "TRP-2", "TRP-3", "TRP-4", "BR-3", "GRP-1", "CALL-2")
+@matrix
 def test_a_train_call_round_trips_in_this_deployment(
-    deployment_world: MilesWorld, workdir: Path, verdicts: ClauseBook
+    deployment_world: MilesWorld, episode_workers: str, workdir: Path, verdicts: ClauseBook
 ) -> None:
     world = deployment_world
     world.engine.reset()
@@ -67,8 +89,9 @@ def test_a_train_call_round_trips_in_this_deployment(
 
 
 @pytest.mark.clause("CALL-3")
+@matrix
 def test_one_instance_serves_train_then_eval_in_this_deployment(
-    deployment_world: MilesWorld, workdir: Path
+    deployment_world: MilesWorld, episode_workers: str, workdir: Path
 ) -> None:
     world = deployment_world
     world.engine.reset()
@@ -80,8 +103,9 @@ def test_one_instance_serves_train_then_eval_in_this_deployment(
 
 
 @pytest.mark.clause("FLT-1")
+@matrix
 def test_an_engine_that_always_aborts_ends_with_the_replacement_error_in_this_deployment(
-    deployment_world: MilesWorld, workdir: Path, replacement_error: type
+    deployment_world: MilesWorld, episode_workers: str, workdir: Path, replacement_error: type
 ) -> None:
     world = deployment_world
     world.engine.reset(faults=FaultPlan.always("abort"))

@@ -384,8 +384,9 @@ def test_set_shutdown_timeout_leaves_a_runner_without_one_alone() -> None:
 
 # -- the room is the only place ------------------------------------------------------------------
 
-# Private names of the standard library the adapter may use (type annotations only).
-ALLOWED_PRIVATE = {"argparse._SubParsersAction"}
+# Private names of the standard library the adapter may use (argparse: type annotations only).
+# os._exit is documented stdlib (a worker process ends without waiting on stray threads).
+ALLOWED_PRIVATE = {"argparse._SubParsersAction", "os._exit"}
 # Public-looking attributes of upstream objects that only upstream code is meant to assign.
 UPSTREAM_OWNED = {"ctx", "supports_tools", "is_multimodal", "mm_token_type_id_map"}
 UPSTREAM_PACKAGES = ("verifiers", "renderers", "aiohttp", "openai", "transformers")

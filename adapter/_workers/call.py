@@ -1,0 +1,167 @@
+"""The trainer side of one rollout call whose episodes run on episode workers.
+
+:class:`WorkerCallScope` stands where :class:`~miles_verifiers._episodes.CallScope` stands for
+the in-process path: it spawns the call's group tasks and winds the call down. It also runs
+groups (``run``) by handing them to the pool, and answers the prefix-cache lookups of
+conversion from the records the workers sent.
+
+Winding down cancels the group tasks still waiting, tells every worker to end the call (each
+cancels its leftover episodes and aborts its own requests, rid by rid), and then, as a
+backstop whenever anything could still be running, posts an abort of the rid prefix of every
+worker that took part, a lost one included. (SGLang acts on an exact rid only when one
+tokenizer process serves it; a lost worker's requests also end when SGLang sees its
+connections close.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import httpx
+
+from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error
+from miles_verifiers._workers.pool import RESTARTS_SETTING, WorkerPool, WorkerRestartLimitError
+from miles_verifiers._workers.protocol import CallStart, GroupRequest
+from miles_verifiers._workers.records import TraceView
+
+logger = logging.getLogger(__name__)
+
+SamplingFor = Callable[[int], Sequence[dict[str, Any]]]
+
+
+@dataclass
+class WorkerCallScope:
+    pool: WorkerPool
+    call_id: str
+    mode: str
+    transport: Any  # the trainer's own transport: model check and the backstop aborts
+    sampling_for: SamplingFor
+    deadline_s: float
+    engine_url: str
+    model: str
+    max_concurrency: int
+    limits: CleanupLimits = field(default_factory=CleanupLimits)
+    restarts: int = 0
+    prefixes: list[str] = field(default_factory=list)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _usage: dict[str, Any] = field(default_factory=dict)
+    _needs_backstop: bool = False
+    _ended: bool = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.wind_down()
+        finally:
+            try:
+                await self.transport.close()
+            except Exception as error:
+                logger.debug("closing the SGLang transport failed: %r", error)
+
+    # -- what the pool asks of a call
+
+    def start_message(self, rid_prefix: str) -> CallStart:
+        self.prefixes.append(rid_prefix)
+        return CallStart(
+            call_id=self.call_id,
+            mode="train" if self.mode == "train" else "eval",
+            rid_prefix=rid_prefix,
+            engine_url=self.engine_url,
+            model=self.model,
+            max_concurrency=self.max_concurrency,
+        )
+
+    def count_restart(self) -> None:
+        self.restarts += 1
+        bound = self.pool.limits.restarts_per_call
+        if self.restarts > bound:
+            raise WorkerRestartLimitError(
+                f"episode workers were lost {self.restarts} times in one {self.mode} call, more "
+                f"than the {bound} restarts {RESTARTS_SETTING} allows. The workers' own output "
+                "(stderr) says why they died; a worker is also lost when a group gets no answer "
+                "within the episode deadline plus a margin. Fix the cause, or raise "
+                f"{RESTARTS_SETTING}."
+            )
+
+    def worker_lost(self, rid_prefix: str | None) -> None:
+        self._needs_backstop = True
+        if rid_prefix is not None:
+            # Its requests may still be running on the engines: abort them now, bounded.
+            self.spawn(self._abort([rid_prefix]), name=f"abort-{rid_prefix}")
+
+    # -- what training and evaluation ask of a call
+
+    def spawn(
+        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def run(self, slot: int, task_index: int) -> GroupRun:
+        request = GroupRequest(
+            call_id=self.call_id,
+            slot=slot,
+            task_index=task_index,
+            sampling=list(self.sampling_for(slot)),
+            deadline_s=self.deadline_s,
+        )
+        run = await self.pool.run_group(self, request)
+        for trace in run.traces:
+            if isinstance(trace, TraceView) and trace.record.prefix_cache is not None:
+                self._usage[trace.id] = trace.record.prefix_cache
+        return run
+
+    def prefix_cache(self, trace_id: str) -> Any:
+        from miles_verifiers._transport.sessions import PrefixCacheUsage
+
+        record = self._usage.get(trace_id)
+        if record is None:
+            return None
+        return PrefixCacheUsage(record.cached_tokens, record.prompt_tokens)
+
+    async def wind_down(self) -> None:
+        """Cancel waiting groups, end the call on every worker, abort leftovers (bounded)."""
+        if self._ended:
+            return
+        self._ended = True
+        leftovers = [t for t in self._tasks if not t.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            self._needs_backstop = True
+            await asyncio.wait(leftovers, timeout=self.limits.grace_s)
+        end_timeout = self.limits.abort_s + self.limits.grace_s + self.limits.shutdown_s + 10.0
+        failed = await self.pool.end_call(self, end_timeout)
+        if failed:
+            self._needs_backstop = True
+        if self._needs_backstop and self.prefixes:
+            await self._abort(self.prefixes)
+
+    async def _abort(self, prefixes: Sequence[str]) -> None:
+        from miles_verifiers._transport.workers import abort_on_workers
+
+        timeout_s = self.limits.abort_s
+        try:
+            async with asyncio.timeout(timeout_s * 2):
+                urls = await self.transport.list_workers(timeout_s=timeout_s)
+                async with httpx.AsyncClient() as client:
+                    report = await abort_on_workers(
+                        client, urls, [f"{p}-" for p in prefixes], timeout_s=timeout_s
+                    )
+        except Exception as error:
+            logger.warning("could not abort the workers' requests: %s", describe_error(error))
+            return
+        if not report.ok:
+            logger.warning(
+                "aborting the workers' requests failed on %d of %d posts",
+                len(report.failures),
+                report.posted,
+            )

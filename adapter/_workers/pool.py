@@ -1,0 +1,255 @@
+"""Hands task groups to episode workers and keeps the workers running.
+
+* A group goes to the least loaded worker (fewest groups in flight; ties to the lowest index).
+* Workers start lazily (at a call's first group) and are reused across calls; each learns a
+  call when it first gets one of its groups, under its own rid prefix for that call.
+* A worker is *lost* when its process exits or closes its pipe, or when a group gets no answer
+  by the group's deadline plus a margin (then it is killed as hung). Its groups in flight come
+  back as failed runs (``worker_lost``), which training drops and replaces within its budget;
+  its requests are aborted on the engines by its rid prefix; the next group starts a fresh
+  worker in its place. More than ``restarts_per_call`` restarts in one call end the call with
+  :class:`WorkerRestartLimitError`.
+* :meth:`WorkerPool.close` stops every worker (the rollout function calls it on ``close()``,
+  when it is collected, and at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from miles_verifiers._episodes import GroupRun
+from miles_verifiers._errors import RolloutCallError
+from miles_verifiers._workers.link import WorkerLink, WorkerLostError
+from miles_verifiers._workers.protocol import (
+    CallEnd,
+    CallStart,
+    GroupRequest,
+    GroupResult,
+    Refused,
+    Reply,
+    Request,
+    WorkerSetup,
+    read_reply,
+)
+from miles_verifiers._workers.records import TraceView
+
+logger = logging.getLogger(__name__)
+
+RESTARTS_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS"
+
+
+class WorkerRestartLimitError(RolloutCallError):
+    """Episode workers were lost more often in one call than the restart bound allows."""
+
+
+class WorkerRefusedError(RolloutCallError):
+    """An episode worker could not carry out a request (usually its setup)."""
+
+
+class RemoteEpisodeError(Exception):
+    """An episode that failed on a worker, as the worker described it."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type = type_name
+        self.message = message
+
+
+LinkStarter = Callable[[str], Awaitable[WorkerLink]]
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    count: int
+    restarts_per_call: int
+    # Added to a group's deadline before its worker counts as hung.
+    answer_margin_s: float = 25.0
+    # Setup (taskset, tokenizer), call start and call end.
+    control_timeout_s: float = 300.0
+
+
+class CallOnWorkers(Protocol):
+    """What the pool needs from the call a group belongs to (see ``call.WorkerCallScope``)."""
+
+    call_id: str
+
+    def start_message(self, rid_prefix: str) -> CallStart: ...
+
+    def count_restart(self) -> None: ...
+
+    def worker_lost(self, rid_prefix: str | None) -> None: ...
+
+
+@dataclass
+class _Slot:
+    index: int
+    link: WorkerLink | None = None
+    generation: int = 0
+    load: int = 0
+    # call id -> this worker's rid prefix for that call, for the current link only.
+    calls: dict[str, str] = field(default_factory=dict)
+    lock: asyncio.Lock | None = None
+    # The last worker of this slot was lost (not stopped on purpose): starting one is a restart.
+    lost: bool = False
+
+
+class WorkerPool:
+    def __init__(self, limits: PoolLimits, setup: WorkerSetup, start_link: LinkStarter) -> None:
+        self.limits = limits
+        self._setup_payload = setup
+        self._start_link = start_link
+        self._slots = [_Slot(i) for i in range(limits.count)]
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle
+
+    @property
+    def links(self) -> list[WorkerLink]:
+        return [s.link for s in self._slots if s.link is not None]
+
+    def close(self) -> None:
+        """Stop every worker now (any thread; bounded)."""
+        with self._guard:
+            self._closed = True
+            links = self.links
+            for slot in self._slots:
+                slot.link, slot.calls = None, {}
+        for link in links:
+            try:
+                link.kill()
+            except Exception as error:  # stopping must go on for the others
+                logger.warning("stopping %s failed: %r", link.description, error)
+
+    def _bind_loop(self) -> None:
+        # Links belong to the event loop that started them; a call on another loop (tests, a
+        # restarted runner) starts fresh workers instead of reusing them.
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        with self._guard:
+            stale = self.links
+            for slot in self._slots:
+                slot.link, slot.calls, slot.lock = None, {}, asyncio.Lock()
+            self._loop = loop
+        for link in stale:
+            link.kill()
+
+    # -- requests
+
+    async def _ask(self, link: WorkerLink, body: Any, timeout_s: float) -> Any:
+        request = Request(id=next(self._ids), body=body)
+        raw = await link.request(
+            request.id, request.model_dump_json().encode(), timeout_s=timeout_s
+        )
+        reply: Reply = read_reply(raw)
+        if isinstance(reply.body, Refused):
+            raise WorkerRefusedError(
+                f"{link.description} refused a {body.kind} request: "
+                f"{reply.body.error_type}: {reply.body.message}"
+            )
+        return reply.body
+
+    async def _ready(self, slot: _Slot, call: CallOnWorkers) -> tuple[WorkerLink, str]:
+        assert slot.lock is not None
+        async with slot.lock:
+            if self._closed:
+                raise RolloutCallError("the rollout function was closed; its workers are stopped")
+            link = slot.link
+            if link is None or not link.alive:
+                if link is not None:  # it died while idle
+                    slot.lost = True
+                    await asyncio.to_thread(link.kill)
+                    slot.link = None
+                if slot.lost:
+                    call.count_restart()
+                    slot.lost = False
+                slot.generation += 1
+                slot.calls = {}
+                link = await self._start_link(f"{slot.index}.{slot.generation}")
+                slot.link = link
+                try:
+                    await self._ask(link, self._setup_payload, self.limits.control_timeout_s)
+                except WorkerRefusedError:
+                    await asyncio.to_thread(link.kill)
+                    slot.link = None
+                    raise
+            prefix = slot.calls.get(call.call_id)
+            if prefix is None:
+                prefix = f"{call.call_id}_w{slot.index}g{slot.generation}"
+                slot.calls[call.call_id] = prefix
+                await self._ask(link, call.start_message(prefix), self.limits.control_timeout_s)
+            return link, prefix
+
+    def _pick(self) -> _Slot:
+        return min(self._slots, key=lambda s: (s.load, s.index))
+
+    async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
+        """Run one group on a worker; a lost worker yields a failed ``worker_lost`` run."""
+        self._bind_loop()
+        slot = self._pick()
+        slot.load += 1
+        link: WorkerLink | None = None
+        prefix: str | None = None
+        try:
+            link, prefix = await self._ready(slot, call)
+            body = await self._ask(link, request, request.deadline_s + self.limits.answer_margin_s)
+        except WorkerLostError as error:
+            await self._lose(slot, link, call, prefix, error)
+            return GroupRun((), "worker_lost", error)
+        finally:
+            slot.load -= 1
+        if not isinstance(body, GroupResult):
+            raise WorkerRefusedError(f"{link.description} answered a group with {body.kind}")
+        failed = RemoteEpisodeError(body.error.type, body.error.message) if body.error else None
+        return GroupRun(tuple(TraceView(t) for t in body.traces), body.failure, failed)
+
+    async def _lose(
+        self,
+        slot: _Slot,
+        link: WorkerLink | None,
+        call: CallOnWorkers,
+        prefix: str | None,
+        error: WorkerLostError,
+    ) -> None:
+        logger.warning("%s; its groups are dropped as worker_lost", error)
+        if link is None:
+            link = slot.link
+        if link is not None and slot.link is link:
+            slot.link, slot.calls, slot.lost = None, {}, True
+        if link is not None:
+            await asyncio.to_thread(link.kill)  # a hung worker is still running
+        call.worker_lost(prefix)
+
+    async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
+        """Tell every worker that knows the call to end it; returns the prefixes that failed."""
+        self._bind_loop()
+        started = [
+            (s, s.link, s.calls.pop(call.call_id)) for s in self._slots if call.call_id in s.calls
+        ]
+
+        async def end(slot: _Slot, link: WorkerLink | None, prefix: str) -> str | None:
+            if link is None or not link.alive:
+                return prefix
+            try:
+                await self._ask(link, CallEnd(call_id=call.call_id), timeout_s)
+                return None
+            except (WorkerLostError, WorkerRefusedError) as error:
+                logger.warning(
+                    "ending call %s on %s failed: %s", call.call_id, link.description, error
+                )
+                if slot.link is link:
+                    slot.link, slot.calls, slot.lost = None, {}, True
+                await asyncio.to_thread(link.kill)
+                return prefix
+
+        failed = await asyncio.gather(*(end(s, link, p) for s, link, p in started))
+        return [p for p in failed if p is not None]

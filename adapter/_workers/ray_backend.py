@@ -1,0 +1,130 @@
+"""The Ray backend: each worker is a Ray actor around the same :class:`WorkerHandler`.
+
+Actors are placed by Ray's default scheduling, so with Miles' Ray cluster reachable (Ray is
+already initialised in the process, or ``RAY_ADDRESS`` names a cluster) they may land on
+other nodes; otherwise a local Ray instance is started. Ray is an optional extra
+(``pip install miles-verifiers[ray]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import threading
+from typing import Any
+
+from miles_verifiers._errors import SetupError
+from miles_verifiers._workers.link import WorkerLostError
+
+logger = logging.getLogger(__name__)
+
+BACKEND_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_BACKEND"
+# Groups one actor serves at once (Ray's async actors run this many calls concurrently).
+ACTOR_CONCURRENCY = 10_000
+_init_guard = threading.Lock()
+
+
+class RayNotInstalledError(SetupError, ImportError):
+    """The Ray backend was asked for, but Ray is not installed."""
+
+
+def require_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        raise RayNotInstalledError(
+            f"{BACKEND_SETTING}=ray asks for episode workers as Ray actors, but Ray is not "
+            "installed in this environment. Fix: pip install 'miles-verifiers[ray]', or set "
+            f"{BACKEND_SETTING}=local to run the workers as local processes."
+        )
+
+
+def _ensure_ray() -> Any:
+    import ray
+
+    with _init_guard:
+        if not ray.is_initialized():
+            # RAY_ADDRESS (if set) joins that cluster; otherwise a local instance starts.
+            ray.init(
+                address=os.environ.get("RAY_ADDRESS") or None,
+                ignore_reinit_error=True,
+                include_dashboard=False,
+                log_to_driver=True,
+            )
+    return ray
+
+
+class _EpisodeWorkerActor:
+    """The actor body: one handler, request bytes in, reply bytes out."""
+
+    def __init__(self) -> None:
+        from miles_verifiers._workers.worker import WorkerHandler
+
+        self._handler = WorkerHandler()
+
+    async def handle(self, payload: bytes) -> bytes:
+        return await self._handler.handle_frame(payload)
+
+    async def ping(self) -> bool:
+        return True
+
+
+class RayWorker:
+    """One actor; a Ray error or a missing answer marks it lost."""
+
+    def __init__(self, actor: Any, name: str) -> None:
+        self._actor = actor
+        self._name = name
+        self._lost: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._lost is None
+
+    @property
+    def description(self) -> str:
+        return f"episode worker actor {self._name}"
+
+    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
+        if self._lost is not None:
+            raise WorkerLostError(f"{self.description} is gone: {self._lost}")
+        import ray
+
+        ref = self._actor.handle.remote(payload)
+        try:
+            async with asyncio.timeout(timeout_s):
+                result: bytes = await ref
+                return result
+        except TimeoutError as error:
+            raise WorkerLostError(
+                f"{self.description} did not answer within {timeout_s:g} s"
+            ) from error
+        except ray.exceptions.RayActorError as error:
+            self._lost = f"the actor died ({type(error).__name__})"
+            raise WorkerLostError(f"{self.description} was lost: {self._lost}") from error
+        except asyncio.CancelledError:
+            ray.cancel(ref)
+            raise
+
+    def kill(self) -> None:
+        self._lost = self._lost or "it was stopped"
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.kill(self._actor, no_restart=True)
+        except Exception as error:  # stopping must not raise at close or exit
+            logger.debug("killing %s failed: %r", self.description, error)
+
+
+async def start_ray_worker(name: str) -> RayWorker:
+    ray = await asyncio.to_thread(_ensure_ray)
+    actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
+    # Ray's default scheduling: any node of the cluster with a free CPU.
+    actor = actor_class.options(name=None, num_cpus=1).remote()
+    try:
+        await asyncio.wait_for(actor.ping.remote(), 300.0)
+    except Exception as error:
+        ray.kill(actor, no_restart=True)
+        raise WorkerLostError(f"episode worker actor {name} did not start: {error!r}") from error
+    return RayWorker(actor, name)

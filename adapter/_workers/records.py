@@ -1,0 +1,239 @@
+"""A Verifiers trace as a plain record, and a view of a record shaped like the trace.
+
+The record holds exactly what the rollout function reads from a trace: conversion to a sample
+(:mod:`miles_verifiers._conversion`), evaluation entries (:mod:`miles_verifiers._evaluation`),
+metrics (:mod:`miles_verifiers._metrics`) and the drop decisions of training. Everything is
+computed on the worker by Verifiers itself (branches, masks, log-probs, totals), so the
+trainer side never re-derives a Verifiers rule and needs no Verifiers objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from miles_verifiers._conversion import serialize_prompt, task_label
+from miles_verifiers._errors import recorded_error_class
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeRecord(_Record):
+    mask: list[bool]
+    logprobs: list[float]
+
+
+class BranchRecord(_Record):
+    index: int
+    token_ids: list[int]
+    # The branch's log-probs aligned to token_ids, as Verifiers spreads them.
+    logprobs: list[float]
+    num_turns: int
+    nodes: list[NodeRecord]
+
+
+class TaskRecord(_Record):
+    type: str
+    idx: Any = None
+    prompt: Any = ""  # already serialised (a string or a list of message dicts)
+    label: Any = None  # label, else answer; numbers as strings
+
+
+class ErrorRecord(_Record):
+    """The trace's latest error, field for field as Verifiers records it."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+    def model_dump_like_trace(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class PrefixCacheRecord(_Record):
+    cached_tokens: int
+    prompt_tokens: int
+
+
+class TraceRecord(_Record):
+    id: str
+    task: TaskRecord
+    branches: list[BranchRecord]
+    rewards: dict[str, float]
+    metrics: dict[str, float]
+    reward: float
+    num_turns: int
+    num_output_tokens: int
+    num_total_tokens: int
+    stop_condition: str | None
+    is_truncated: bool
+    last_reply: str
+    error: ErrorRecord | None = None
+    # The adapter's error class code when the error is one of ours (see _errors.trace_code).
+    error_code: str | None = None
+    prefix_cache: PrefixCacheRecord | None = None
+
+
+# -- trace -> record (worker side) ----------------------------------------------------------------
+
+
+def _branch_record(branch: Any) -> BranchRecord:
+    return BranchRecord(
+        index=branch.index,
+        token_ids=list(branch.token_ids),
+        logprobs=[float(x) for x in branch.logprobs],
+        num_turns=branch.num_turns,
+        nodes=[
+            NodeRecord(mask=[bool(m) for m in n.mask], logprobs=[float(x) for x in n.logprobs])
+            for n in branch.nodes
+        ],
+    )
+
+
+def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
+    """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
+    data = trace.task.data
+    error = trace.error
+    found = recorded_error_class(error) if error is not None else None
+    usage = prefix_cache(trace.id) if prefix_cache is not None else None
+    return TraceRecord(
+        id=trace.id,
+        task=TaskRecord(
+            type=str(getattr(trace.task, "type", "")),
+            idx=getattr(data, "idx", None),
+            prompt=serialize_prompt(getattr(data, "prompt", None)),
+            label=task_label(data),
+        ),
+        branches=[_branch_record(b) for b in trace.branches],
+        rewards={k: float(v) for k, v in trace.rewards.items()},
+        metrics={k: float(v) for k, v in trace.metrics.items()},
+        reward=float(trace.reward),
+        num_turns=int(trace.num_turns),
+        num_output_tokens=int(trace.num_output_tokens),
+        num_total_tokens=int(trace.num_total_tokens),
+        stop_condition=trace.stop_condition,
+        is_truncated=bool(trace.is_truncated),
+        last_reply=trace.last_reply,
+        error=(
+            ErrorRecord(type=error.type, message=error.message, traceback=error.traceback)
+            if error is not None
+            else None
+        ),
+        error_code=found.trace_code if found is not None else None,
+        prefix_cache=(
+            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
+            if usage is not None
+            else None
+        ),
+    )
+
+
+# -- record -> view (trainer side) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedError:
+    """A trace error as conversion reads it: ``type``, ``message``, ``model_dump``."""
+
+    record: ErrorRecord
+
+    @property
+    def type(self) -> str:
+        return self.record.type
+
+    @property
+    def message(self) -> str:
+        return self.record.message
+
+    @property
+    def traceback(self) -> str | None:
+        return self.record.traceback
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return self.record.model_dump_like_trace()
+
+
+@dataclass(frozen=True)
+class NodeView:
+    mask: list[bool]
+    logprobs: list[float]
+
+
+@dataclass(frozen=True)
+class BranchView:
+    record: BranchRecord
+
+    @property
+    def index(self) -> int:
+        return self.record.index
+
+    @property
+    def nodes(self) -> list[NodeView]:
+        return [NodeView(n.mask, n.logprobs) for n in self.record.nodes]
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.record.token_ids
+
+    @property
+    def sampled_mask(self) -> list[bool]:
+        return [m for n in self.record.nodes for m in n.mask]
+
+    @property
+    def logprobs(self) -> list[float]:
+        return self.record.logprobs
+
+    @property
+    def num_turns(self) -> int:
+        return self.record.num_turns
+
+
+@dataclass(frozen=True)
+class TaskDataView:
+    idx: Any
+    prompt: Any
+    label: Any
+
+
+@dataclass(frozen=True)
+class TaskView:
+    type: str
+    data: TaskDataView
+
+
+class TraceView:
+    """Read-only stand-in for a Verifiers ``Trace`` built from a :class:`TraceRecord`."""
+
+    __slots__ = ("branches", "error", "record", "task")
+
+    def __init__(self, record: TraceRecord) -> None:
+        self.record = record
+        self.task = TaskView(
+            record.task.type,
+            TaskDataView(record.task.idx, record.task.prompt, record.task.label),
+        )
+        self.branches = [BranchView(b) for b in record.branches]
+        self.error = RecordedError(record.error) if record.error is not None else None
+
+    id = property(lambda self: self.record.id)
+    rewards = property(lambda self: self.record.rewards)
+    metrics = property(lambda self: self.record.metrics)
+    reward = property(lambda self: self.record.reward)
+    num_turns = property(lambda self: self.record.num_turns)
+    num_output_tokens = property(lambda self: self.record.num_output_tokens)
+    num_total_tokens = property(lambda self: self.record.num_total_tokens)
+    stop_condition = property(lambda self: self.record.stop_condition)
+    is_truncated = property(lambda self: self.record.is_truncated)
+    last_reply = property(lambda self: self.record.last_reply)
+
+    @property
+    def has_error(self) -> bool:
+        return self.error is not None
+
+    def __repr__(self) -> str:
+        return f"TraceView(id={self.record.id!r})"

@@ -1,0 +1,258 @@
+"""The worker side: owns environments, a renderer pool and one transport per call.
+
+:class:`WorkerHandler` answers protocol requests. It is the same object behind both backends
+(a local child process and a Ray actor): ``handle_frame`` takes request bytes and returns
+reply bytes. Each rollout call gets its own :class:`~miles_verifiers._episodes.CallScope`
+(own environment, transport with the rid prefix the trainer chose for this worker, client),
+keyed by call id, so a training and an evaluation call on one worker stay apart. Ending a call
+cancels its leftover episodes and aborts their requests on the engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers._episodes import (
+    CallScope,
+    CleanupLimits,
+    EnvironmentPool,
+    GroupRun,
+    run_group,
+)
+from miles_verifiers._workers.protocol import (
+    CallEnd,
+    CallStart,
+    Done,
+    EpisodeErrorRecord,
+    GroupRequest,
+    GroupResult,
+    ProtocolVersionError,
+    Refused,
+    Reply,
+    ReplyBody,
+    WorkerSetup,
+    read_request,
+)
+from miles_verifiers._workers.records import trace_record
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerRequestError(RuntimeError):
+    """A request the worker cannot carry out (answered as ``Refused``)."""
+
+
+@dataclass
+class _Built:
+    """What a setup message built (once per worker)."""
+
+    setup: WorkerSetup
+    tasks: tuple[Any, ...]
+    environments: EnvironmentPool
+    renderer_pool: Any
+    renderer_spec: Any
+    limits: CleanupLimits
+
+
+@dataclass
+class _Call:
+    start: CallStart
+    scope: CallScope
+    semaphore: asyncio.Semaphore
+
+
+def _extend_sys_path(paths: list[str]) -> None:
+    for entry in paths:
+        if entry and entry not in sys.path and os.path.isdir(entry):
+            sys.path.append(entry)
+
+
+def build(setup: WorkerSetup) -> _Built:
+    """Load the config, the taskset and the renderer pool as the trainer process did."""
+    from verifiers.v1 import Environment
+
+    from miles_verifiers._clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers._config import (
+        check_not_legacy,
+        load_taskset,
+        parse_config_text,
+        validate_env_config,
+    )
+
+    _extend_sys_path(setup.sys_path)
+    path = Path(setup.config_path)
+    data = parse_config_text(setup.config_text, path)
+    check_not_legacy(data, path)
+    config = validate_env_config(data, path)
+    loaded = load_taskset(config)
+    if len(loaded.tasks) != setup.expected_tasks:
+        raise WorkerRequestError(
+            f"the worker loaded {len(loaded.tasks)} tasks from {path} but the trainer has "
+            f"{setup.expected_tasks}: the taskset differs between the two processes. Fix: "
+            "install the same taskset version and data where the workers run."
+        )
+    spec = RendererSpec(**setup.renderer.model_dump())
+    limits = CleanupLimits(**setup.cleanup.model_dump())
+    return _Built(
+        setup,
+        loaded.tasks,
+        EnvironmentPool(lambda: Environment(config), first=loaded.environment),
+        shared_renderer_pool(spec),
+        spec,
+        limits,
+    )
+
+
+class WorkerHandler:
+    """Answers one worker's requests; every call it serves is keyed by its call id."""
+
+    def __init__(self, builder: Callable[[WorkerSetup], _Built] = build) -> None:
+        self._builder = builder
+        self._built: _Built | None = None
+        self._calls: dict[str, _Call] = {}
+
+    async def handle_frame(self, data: bytes) -> bytes:
+        """Request bytes in, reply bytes out (never raises for a bad request)."""
+        try:
+            request = read_request(data)
+        except (ProtocolVersionError, ValueError) as error:
+            reply = Reply(id=_request_id(data), body=_refused(error))
+            return reply.model_dump_json().encode()
+        try:
+            body = await self.handle(request.body)
+        except asyncio.CancelledError:
+            if _current_task_cancelling():
+                raise
+            body = Refused(error_type="CancelledError", message="the call ended first")
+        except Exception as error:
+            logger.debug("episode worker refused a %s request", request.body.kind, exc_info=True)
+            body = _refused(error)
+        return Reply(id=request.id, body=body).model_dump_json().encode()
+
+    async def handle(self, body: Any) -> ReplyBody:
+        if isinstance(body, WorkerSetup):
+            if self._built is None:
+                self._built = await asyncio.to_thread(self._builder, body)
+            return Done()
+        if isinstance(body, CallStart):
+            await self._start_call(body)
+            return Done()
+        if isinstance(body, CallEnd):
+            await self.end_call(body.call_id)
+            return Done()
+        if isinstance(body, GroupRequest):
+            return await self._run_group(body)
+        raise WorkerRequestError(f"unknown request kind {getattr(body, 'kind', body)!r}")
+
+    def _need_setup(self) -> _Built:
+        if self._built is None:
+            raise WorkerRequestError("the worker got a call before its setup message")
+        return self._built
+
+    async def _start_call(self, start: CallStart) -> None:
+        from miles_verifiers._clients import MilesTrainClient
+        from miles_verifiers._transport import SGLangTransport, TransportSettings
+
+        built = self._need_setup()
+        if start.call_id in self._calls:
+            return
+        template = built.setup.transport.get(start.mode)
+        if template is None:
+            raise WorkerRequestError(f"the worker has no transport settings for {start.mode!r}")
+        settings = TransportSettings.model_validate(
+            {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
+        )
+        transport = SGLangTransport(settings)
+        client = MilesTrainClient(transport, built.renderer_pool, built.renderer_spec)
+        scope = CallScope(built.environments, transport, client, built.limits)
+        await scope.__aenter__()
+        self._calls[start.call_id] = _Call(start, scope, asyncio.Semaphore(start.max_concurrency))
+
+    async def end_call(self, call_id: str) -> None:
+        """Cancel the call's leftover episodes, abort its requests, release its environment."""
+        call = self._calls.pop(call_id, None)
+        if call is not None:
+            await call.scope.__aexit__(None, None, None)
+
+    async def close(self) -> None:
+        for call_id in list(self._calls):
+            await self.end_call(call_id)
+
+    async def _run_group(self, request: GroupRequest) -> GroupResult:
+        built = self._need_setup()
+        call = self._calls.get(request.call_id)
+        if call is None:
+            raise WorkerRequestError(f"call {request.call_id} is not open on this worker")
+        if request.task_index >= len(built.tasks):
+            raise WorkerRequestError(
+                f"task index {request.task_index} is out of range ({len(built.tasks)} tasks)"
+            )
+        contexts = _contexts(call, request.sampling)
+        task = call.scope.spawn(
+            run_group(
+                call.scope.environment,
+                built.tasks[request.task_index],
+                contexts,
+                semaphore=call.semaphore,
+                deadline_s=request.deadline_s,
+            ),
+            name=f"verifiers-group-{request.slot}",
+        )
+        run: GroupRun = await task
+        transport = call.scope.transport
+        return GroupResult(
+            traces=[trace_record(t, transport.prefix_cache_usage) for t in run.traces],
+            failure=run.failure,
+            error=(_error_record(run.error) if run.error is not None else None),
+        )
+
+
+def _contexts(call: _Call, sampling: list[dict[str, Any]]) -> list[Any]:
+    from verifiers.v1 import ModelContext, SamplingConfig
+
+    def context(values: dict[str, Any]) -> Any:
+        return ModelContext(
+            model=call.start.model,
+            client=call.scope.client,
+            sampling=SamplingConfig.model_validate(values),
+        )
+
+    # Rollouts without their own seed share one context, as in the trainer process.
+    if all(values == sampling[0] for values in sampling):
+        return [context(sampling[0])] * len(sampling)
+    return [context(values) for values in sampling]
+
+
+def _error_record(error: BaseException) -> EpisodeErrorRecord:
+    # The same two fields describe_error reads, so the trainer describes it identically.
+    message = getattr(error, "message", None)
+    return EpisodeErrorRecord(
+        type=getattr(error, "type", None) or type(error).__name__,
+        message=str(error) if message is None else str(message),
+    )
+
+
+def _refused(error: BaseException) -> Refused:
+    return Refused(error_type=type(error).__name__, message=str(error)[:4000])
+
+
+def _request_id(data: bytes) -> int:
+    try:
+        raw = json.loads(data)
+        value = raw.get("id") if isinstance(raw, dict) else None
+        return value if isinstance(value, int) else -1
+    except ValueError:
+        return -1
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -1,0 +1,206 @@
+"""The episode worker protocol: messages survive JSON, other major versions are refused, frames
+are bounded, and a lost worker's group is dropped under its own reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from miles_verifiers._workers.framing import FrameError, encode_frame, read_frame, tag, untag
+from miles_verifiers._workers.protocol import (
+    PROTOCOL_VERSION,
+    CallStart,
+    CleanupSpec,
+    GroupRequest,
+    GroupResult,
+    ProtocolVersionError,
+    Refused,
+    RendererSpecModel,
+    Reply,
+    Request,
+    WorkerSetup,
+    read_reply,
+    read_request,
+)
+from miles_verifiers._workers.records import (
+    BranchRecord,
+    ErrorRecord,
+    NodeRecord,
+    PrefixCacheRecord,
+    TaskRecord,
+    TraceRecord,
+)
+from miles_verifiers._workers.worker import WorkerHandler
+
+
+def a_trace_record() -> TraceRecord:
+    return TraceRecord(
+        id="t1",
+        task=TaskRecord(
+            type="ArithTask", idx=3, prompt=[{"role": "user", "content": "1+1"}], label="2"
+        ),
+        branches=[
+            BranchRecord(
+                index=0,
+                token_ids=[1, 2, 3, 4],
+                logprobs=[0.0, 0.0, -0.1234567890123456789, -1e-300],
+                num_turns=1,
+                nodes=[
+                    NodeRecord(mask=[False, False], logprobs=[]),
+                    NodeRecord(mask=[True, True], logprobs=[-0.1234567890123456789, -1e-300]),
+                ],
+            )
+        ],
+        rewards={"correct": 1.0},
+        metrics={"len": 2.0},
+        reward=1.0,
+        num_turns=1,
+        num_output_tokens=2,
+        num_total_tokens=4,
+        stop_condition="done",
+        is_truncated=False,
+        last_reply="2",
+        error=ErrorRecord(type="EngineAbortedError", message="aborted [miles-verifiers:x]"),
+        error_code="x",
+        prefix_cache=PrefixCacheRecord(cached_tokens=1, prompt_tokens=2),
+    )
+
+
+def test_a_group_request_survives_a_json_round_trip() -> None:
+    request = Request(
+        id=7,
+        body=GroupRequest(
+            call_id="mvt_abc",
+            slot=12,
+            task_index=4,
+            sampling=[
+                {"temperature": 1.0, "sampling_seed": 5},
+                {"temperature": 1.0, "sampling_seed": 6},
+            ],
+            deadline_s=30.0,
+        ),
+    )
+    assert read_request(request.model_dump_json()) == request
+
+
+def test_a_setup_and_a_call_start_survive_a_json_round_trip() -> None:
+    for body in (
+        WorkerSetup(
+            config_path="/x/env.toml",
+            config_text='[taskset]\nid = "mv-arith"\n',
+            expected_tasks=3,
+            renderer=RendererSpecModel(tokenizer_source="Qwen/Qwen3-0.6B", identity=None),
+            transport={"train": {"max_response_len": 64}},
+            cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=0.5),
+        ),
+        CallStart(
+            call_id="mvt_abc",
+            mode="eval",
+            rid_prefix="mvt_abc_w0g1",
+            engine_url="http://127.0.0.1:1",
+            model="m",
+            max_concurrency=4,
+        ),
+    ):
+        request = Request(id=1, body=body)
+        assert read_request(request.model_dump_json()) == request
+
+
+def test_a_group_result_keeps_every_log_prob_bit_for_bit() -> None:
+    reply = Reply(id=3, body=GroupResult(traces=[a_trace_record()]))
+    back = read_reply(reply.model_dump_json())
+    assert back == reply
+    assert back.body.traces[0].branches[0].logprobs == a_trace_record().branches[0].logprobs
+
+
+def test_a_request_of_another_major_version_is_refused_naming_both_versions() -> None:
+    raw = json.loads(
+        Request(
+            id=1,
+            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
+        ).model_dump_json()
+    )
+    raw["version"] = "2.0"
+    with pytest.raises(ProtocolVersionError) as caught:
+        read_request(json.dumps(raw))
+    assert "2.0" in str(caught.value) and PROTOCOL_VERSION in str(caught.value)
+
+
+def test_a_newer_minor_version_of_the_same_major_is_read() -> None:
+    raw = json.loads(
+        Request(
+            id=1,
+            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
+        ).model_dump_json()
+    )
+    raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.99"
+    assert read_request(json.dumps(raw)).id == 1
+
+
+def test_a_worker_answers_another_major_version_with_a_refusal_and_builds_nothing() -> None:
+    built: list[object] = []
+    handler = WorkerHandler(builder=built.append)  # type: ignore[arg-type]
+    raw = json.loads(
+        Request(
+            id=9,
+            body=WorkerSetup(
+                config_path="/x.toml",
+                config_text="",
+                expected_tasks=1,
+                renderer=RendererSpecModel(tokenizer_source="t", identity=None),
+                transport={},
+                cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
+            ),
+        ).model_dump_json()
+    )
+    raw["version"] = "0.1"
+
+    reply = read_reply(asyncio.run(handler.handle_frame(json.dumps(raw).encode())))
+
+    assert reply.id == 9 and isinstance(reply.body, Refused)
+    assert reply.body.error_type == "ProtocolVersionError" and "0.1" in reply.body.message
+    assert built == []
+
+
+def test_a_group_for_a_call_the_worker_never_started_is_refused() -> None:
+    handler = WorkerHandler()
+    request = Request(
+        id=2, body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0)
+    )
+    reply = read_reply(asyncio.run(handler.handle_frame(request.model_dump_json().encode())))
+    assert isinstance(reply.body, Refused) and "setup" in reply.body.message
+
+
+def _read_all(data: bytes) -> list[bytes | None]:
+    async def run() -> list[bytes | None]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(data)
+        reader.feed_eof()
+        frames: list[bytes | None] = []
+        while True:
+            frame = await read_frame(reader)
+            frames.append(frame)
+            if frame is None:
+                return frames
+
+    return asyncio.run(run())
+
+
+def test_tagged_frames_round_trip_and_the_stream_ends_cleanly_between_frames() -> None:
+    data = encode_frame(tag(5, b'{"a":1}')) + encode_frame(tag(-1, b""))
+    frames = _read_all(data)
+    assert [untag(f) for f in frames[:-1] if f is not None] == [(5, b'{"a":1}'), (-1, b"")]
+    assert frames[-1] is None
+
+
+def test_a_stream_cut_inside_a_frame_is_refused() -> None:
+    data = encode_frame(b"0123456789")[:-3]
+    with pytest.raises(FrameError, match="short"):
+        _read_all(data)
+
+
+def test_a_frame_announcing_more_than_the_limit_is_refused_unread() -> None:
+    with pytest.raises(FrameError, match="limit"):
+        _read_all(b"\xff\xff\xff\xff")

@@ -1,0 +1,322 @@
+"""Episode workers (``MILES_VERIFIERS_EPISODE_WORKERS`` > 1, local processes): the same
+samples as one process, every evaluation task, reuse across calls, lost workers, and no
+process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+from miles_verifiers._contract.compat import contract
+from miles_verifiers_testkit.engine import LatencyModel
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    RolloutFnFactory,
+    call,
+    fingerprint,
+    flat,
+    miles_args,
+    write_config,
+)
+from tests.workers.processes import descendants, wait_until
+
+pytestmark = pytest.mark.slow
+
+WORKER_MODULE = "miles_verifiers._workers.child"
+
+
+def train_input(rollout_id: int) -> Any:
+    return contract().RolloutFnTrainInput(rollout_id=rollout_id)
+
+
+def eval_input(rollout_id: int) -> Any:
+    return contract().RolloutFnEvalInput(rollout_id=rollout_id)
+
+
+def workers(count: int = 2, **more: Any) -> AdapterSettings:
+    return AdapterSettings(episode_workers=count, **more)
+
+
+def worker_pids() -> list[int]:
+    return [p.pid for p in descendants() if WORKER_MODULE in p.cmdline]
+
+
+def deterministic_args(**overrides: Any) -> Any:
+    values: dict[str, Any] = {
+        "rollout_batch_size": 2,
+        "over_sampling_batch_size": 3,
+        "sglang_enable_deterministic_inference": True,
+        "eval_interval": 1,
+        "n_samples_per_eval_prompt": 2,
+    }
+    values.update(overrides)
+    return miles_args(**values)
+
+
+@pytest.fixture
+def close_after() -> Any:
+    made: list[VerifiersRolloutFn] = []
+    yield made.append
+    for fn in made:
+        fn.close()
+
+
+def test_two_workers_train_the_same_samples_as_one_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    close_after: Any,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
+    alone = build_rollout_fn(deterministic_args(), config)
+    expected = [
+        [fingerprint(s) for s in flat(call(alone, train_input(r), miles_loop).samples)]
+        for r in range(2)
+    ]
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    close_after(fn)
+    got = [
+        [fingerprint(s) for s in flat(call(fn, train_input(r), miles_loop).samples)]
+        for r in range(2)
+    ]
+
+    assert got == expected
+
+
+def test_two_workers_evaluate_every_task_in_task_order(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    close_after: Any,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
+    alone = build_rollout_fn(deterministic_args(), config)
+    expected = call(alone, eval_input(0), miles_loop).data["mv-arith"]
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    close_after(fn)
+    entry = call(fn, eval_input(0), miles_loop).data["mv-arith"]
+
+    assert [s.metadata["verifiers"]["task_index"] for s in entry["samples"]] == [
+        i for i in range(5) for _ in range(2)
+    ]
+    assert [fingerprint(s) for s in entry["samples"]] == [
+        fingerprint(s) for s in expected["samples"]
+    ]
+    assert entry["rewards"] == expected["rewards"]
+
+
+def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    assert worker_pids() == []  # workers start at the first call, not at construction
+
+    call(fn, train_input(0), miles_loop)
+    first = sorted(worker_pids())
+    call(fn, eval_input(0), miles_loop)
+    call(fn, train_input(1), miles_loop)
+    second = sorted(worker_pids())
+    fn.close()
+
+    assert len(first) == 2
+    assert second == first
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    fn = build_rollout_fn(args, config, workers(2))
+    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
+    before = set(worker_pids())
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    result: dict[str, Any] = {}
+
+    def train() -> None:
+        result["output"] = call(fn, train_input(1), miles_loop)
+
+    caller = threading.Thread(target=train)
+    caller.start()
+    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
+    victim = sorted(before)[0]
+    os.kill(victim, signal.SIGKILL)
+    caller.join(timeout=120)
+    after = set(worker_pids())
+    fn.close()
+
+    output = result["output"]
+    groups = output.samples
+    assert len(groups) == 2 and all(len(g) == 2 for g in groups)
+    assert all(s.status.value == "completed" for g in groups for s in g)
+    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
+    assert output.metrics["verifiers/groups_replaced"] >= 1
+    assert victim not in after and len(after) == 2  # restarted in its place
+    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
+
+    async def start_then_cancel() -> bool:
+        task = asyncio.get_running_loop().create_task(fn(train_input(0)))
+        while engine.in_flight < 4:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    cancelled = miles_loop.run(start_then_cancel(), timeout_s=120)
+    fn.close()
+
+    assert cancelled
+    assert engine.in_flight == 0
+    prefixes = {rid.split("-", 1)[0] for rid in engine.abort_calls}
+    assert {p.rsplit("_w", 1)[1][:1] for p in prefixes if "_w" in p} == {"0", "1"}
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
+    from miles_verifiers._workers.local import LocalWorker
+
+    async def start_then_hang_up() -> int:
+        worker = await LocalWorker.start("orphan-check")
+        assert worker._process.stdin is not None
+        worker._process.stdin.close()
+        return await asyncio_wait(worker._process.wait(), 30)
+
+    assert miles_loop.run(start_then_hang_up(), timeout_s=60) == 0
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
+    import asyncio
+
+    return await asyncio.wait_for(awaitable, timeout_s)
+
+
+def kill_one_worker_mid_call(
+    fn: VerifiersRolloutFn, engine: RecordingEngine, miles_loop: MilesLoop, how: signal.Signals
+) -> tuple[int, dict[str, Any]]:
+    """Start a slow training call, send ``how`` to one worker once requests are in flight, and
+    return that worker's pid and what the call returned or raised."""
+    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
+    victim = sorted(worker_pids())[0]
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    result: dict[str, Any] = {}
+
+    def train() -> None:
+        try:
+            result["output"] = call(fn, train_input(1), miles_loop)
+        except Exception as error:
+            result["error"] = error
+
+    caller = threading.Thread(target=train)
+    caller.start()
+    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
+    os.kill(victim, how)
+    caller.join(timeout=180)
+    return victim, result
+
+
+def test_a_hung_worker_is_killed_after_the_deadline_and_its_groups_are_replaced(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    quick = workers(2, episode_timeout_s=5, cleanup_grace_s=1, abort_timeout_s=1)
+    fn = build_rollout_fn(args, config, quick)
+
+    victim, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGSTOP)
+    after = set(worker_pids())
+    fn.close()
+
+    output = result["output"]
+    assert [len(g) for g in output.samples] == [2, 2]
+    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
+    assert victim not in after
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    from miles_verifiers._workers.pool import WorkerRestartLimitError
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    fn = build_rollout_fn(args, config, workers(2, episode_worker_restarts=0))
+
+    _, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGKILL)
+    fn.close()
+
+    error = result.get("error")
+    assert isinstance(error, WorkerRestartLimitError), result
+    assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
+    # The killed worker's requests end as the engine sees its connections close.
+    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
+    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+
+
+def test_two_ray_workers_train_the_same_samples_as_one_process(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    ray = pytest.importorskip("ray")
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    alone = build_rollout_fn(deterministic_args(), config)
+    expected = [fingerprint(s) for s in flat(call(alone, train_input(0), miles_loop).samples)]
+    started_ray = not ray.is_initialized()
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2, episode_worker_backend="ray"))
+    try:
+        got = [fingerprint(s) for s in flat(call(fn, train_input(0), miles_loop).samples)]
+        actors = fn._workers.links if fn._workers is not None else []
+    finally:
+        fn.close()
+        if started_ray:
+            ray.shutdown()
+
+    assert got == expected
+    assert len(actors) == 2 and all("actor" in a.description for a in actors)

@@ -1,0 +1,106 @@
+"""A trace record, read back as a view, converts to exactly the sample the real trace does.
+
+Real episodes of the fixture tasksets run in this process; each trace is then turned into
+the record a worker would send and back, and both go through conversion, evaluation entries
+and metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from miles_verifiers._conversion import trace_to_sample
+from miles_verifiers._evaluation import group_entries
+from miles_verifiers._metrics import summarize_trace
+from miles_verifiers._workers.protocol import GroupResult, Reply, read_reply
+from miles_verifiers._workers.records import TraceView, trace_record
+from miles_verifiers_testkit.engine import FaultPlan
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    RolloutFnFactory,
+    miles_args,
+    write_config,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def real_groups(fn: Any, miles_loop: MilesLoop, count: int) -> tuple[list[Any], Any]:
+    """``count`` groups of real traces, plus the call's prefix-cache lookup."""
+
+    async def run() -> tuple[list[Any], Any]:
+        async with fn._scope("eval") as scope:
+            groups = fn._groups(scope, "eval")
+            runs = [await groups.run(slot, slot) for slot in range(count)]
+            usage = {t.id: groups.prefix_cache(t.id) for r in runs for t in r.traces}
+        return runs, usage.get
+
+    return miles_loop.run(run(), timeout_s=120)
+
+
+def through_the_wire(trace: Any, prefix_cache: Any) -> TraceView:
+    reply = Reply(id=1, body=GroupResult(traces=[trace_record(trace, prefix_cache)]))
+    body = read_reply(reply.model_dump_json().encode()).body
+    assert isinstance(body, GroupResult)
+    return TraceView(body.traces[0])
+
+
+def as_dict(sample: Any) -> dict[str, Any]:
+    return dataclasses.asdict(sample) if dataclasses.is_dataclass(sample) else dict(vars(sample))
+
+
+@pytest.mark.parametrize("taskset", ["mv_arith", "mv_tools", "mv_dialogue"])
+def test_a_record_view_converts_to_exactly_the_sample_of_the_real_trace(
+    taskset: str,
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, taskset, taskset={"num_tasks": 2})
+    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
+    runs, prefix_cache = real_groups(fn, miles_loop, 2)
+    traces = [t for r in runs for t in r.traces]
+    assert traces and all(t.branches for t in traces)
+
+    for position, trace in enumerate(traces):
+        view = through_the_wire(trace, prefix_cache)
+        options = {"group_index": 0, "index": position, "weight_version": 3}
+        for reward_key in (None, "reward"):
+            real = trace_to_sample(
+                trace, reward_key=reward_key, prefix_cache=prefix_cache, **options
+            )
+            again = trace_to_sample(
+                view, reward_key=reward_key, prefix_cache=prefix_cache, **options
+            )
+            assert as_dict(again) == as_dict(real)
+        assert summarize_trace(view) == summarize_trace(trace)
+
+
+def test_a_record_view_of_a_failed_trace_gives_the_same_evaluation_entries(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    from miles_verifiers._episodes import GroupRun
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
+    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
+    engine.reset(faults=FaultPlan.always("abort"))
+    runs, prefix_cache = real_groups(fn, miles_loop, 1)
+    engine.reset()
+    real = runs[0]
+    assert any(t.has_error for t in real.traces)
+    viewed = GroupRun(tuple(through_the_wire(t, prefix_cache) for t in real.traces))
+    task = fn._run.eval.tasks[0]
+
+    expected = group_entries(real, task, 0, fn._run.eval, 1, prefix_cache)
+    got = group_entries(viewed, task, 0, fn._run.eval, 1, prefix_cache)
+
+    assert [as_dict(e.sample) for e in got] == [as_dict(e.sample) for e in expected]
+    assert [(e.failed, e.empty) for e in got] == [(e.failed, e.empty) for e in expected]
