@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from miles_verifiers._errors import RolloutCallError
+
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 _TAG = struct.Struct(">q")
 
 
-class FrameError(ValueError):
+class FrameError(RolloutCallError, ValueError):
     """The stream does not hold a well-formed frame."""
 
 

@@ -52,7 +52,7 @@ class WorkerRefusedError(RolloutCallError):
     """An episode worker could not carry out a request (usually its setup)."""
 
 
-class RemoteEpisodeError(Exception):
+class RemoteEpisodeError(RolloutCallError):
     """An episode that failed on a worker, as the worker described it."""
 
     def __init__(self, type_name: str, message: str) -> None:

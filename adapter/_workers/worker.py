@@ -27,6 +27,7 @@ from miles_verifiers._episodes import (
     GroupRun,
     run_group,
 )
+from miles_verifiers._errors import RolloutCallError
 from miles_verifiers._workers.protocol import (
     CallEnd,
     CallStart,
@@ -46,7 +47,7 @@ from miles_verifiers._workers.records import trace_record
 logger = logging.getLogger(__name__)
 
 
-class WorkerRequestError(RuntimeError):
+class WorkerRequestError(RolloutCallError, RuntimeError):
     """A request the worker cannot carry out (answered as ``Refused``)."""
 
 
