@@ -120,8 +120,9 @@ class RayWorker:
 async def start_ray_worker(name: str) -> RayWorker:
     ray = await asyncio.to_thread(_ensure_ray)
     actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
-    # Ray's default scheduling: any node of the cluster with a free CPU.
-    actor = actor_class.options(name=None, num_cpus=1).remote()
+    # Ray's default scheduling and resources: an actor needs a CPU to be placed but holds none
+    # while it runs, so the actors of several rollout functions never wait on each other.
+    actor = actor_class.remote()
     try:
         await asyncio.wait_for(actor.ping.remote(), 300.0)
     except Exception as error:
