@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import inspect
 import importlib
+import inspect
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,7 +74,7 @@ def _run_once(world: MilesWorld, config: Path) -> weakref.ref[Any]:
     fn = world.start(args, config)
     try:
         world.train(fn, 0)
-    except Exception:  # noqa: BLE001 - only what the entry point keeps alive matters here
+    except Exception:
         pass
     return weakref.ref(args)
 

@@ -34,7 +34,7 @@ class Expectation:
 
     @property
     def explained(self) -> bool:
-        return self.expected == "passed" or bool(self.why.strip()) and self.why != NEEDS_WHY
+        return self.expected == "passed" or (bool(self.why.strip()) and self.why != NEEDS_WHY)
 
 
 @dataclass(frozen=True)
