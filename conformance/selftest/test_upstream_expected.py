@@ -16,12 +16,12 @@ from conformance.upstream.expected import (
     ExpectationError,
     behaviour_lines,
     compare,
-    observed_verdicts,
     parse_expectations,
     regenerate,
     render_expectations,
     unexplained,
 )
+from conformance.upstream.merge import merge_clause_results
 
 EXPECTED_FILE = Path(__file__).resolve().parents[1] / "upstream" / "expected.toml"
 
@@ -89,15 +89,18 @@ def test_an_unknown_verdict_is_an_error_naming_the_file_and_entry() -> None:
         parse_expectations('[clauses.A-1]\nexpected = "flaky"\n', "x.toml")
 
 
-def test_a_report_that_is_not_one_is_an_error_naming_the_file() -> None:
-    with pytest.raises(ExpectationError, match="r.json is not a conformance report"):
-        observed_verdicts("{}", "r.json")
+def test_part_reports_merge_into_one_verdict_per_clause() -> None:
+    def part(clause: str, nodeid: str, outcome: str) -> str:
+        tests = [{"nodeid": nodeid, "outcome": outcome, "reason": "", "duration_s": 0.1, "deployment": ""}]
+        return json.dumps({"versions": {"verifiers": "0.2.0"}, "clauses": [{"id": clause, "tests": tests}]})
 
+    clauses, versions = merge_clause_results(
+        [part("A-1", "t1", "passed"), part("A-1", "t2", "failed"), part("A-2", "t3", "passed")],
+        {"A-1": "one", "A-2": "two", "A-3": "three"},
+    )
 
-def test_observed_verdicts_are_read_from_the_report_json() -> None:
-    report = json.dumps({"clauses": [{"id": "A-1", "outcome": "failed"}, {"id": "A-2", "outcome": "passed"}]})
-
-    assert observed_verdicts(report, "r.json") == {"A-1": "failed", "A-2": "passed"}
+    assert {c.id: c.outcome.value for c in clauses} == {"A-1": "failed", "A-2": "passed", "A-3": "not run"}
+    assert versions == {"verifiers": "0.2.0"}
 
 
 def test_the_report_names_the_upstream_behaviour_behind_each_clause_it_does_not_pass() -> None:

@@ -2,7 +2,9 @@
 
 Run by ``tox -e upstream`` (``MILES_SRC`` names a Miles checkout, installed into the env as
 for ``tox -e miles``). It runs the suite on ``verifiers_rollout:VerifiersRolloutFn`` from
-``$MILES_SRC/examples/experimental/verifiers`` (the path a Miles user gives it), writes the
+``$MILES_SRC/examples/experimental/verifiers`` (the path a Miles user gives it), each test
+file in a pytest process of its own (a call past its deadline keeps running in the background
+and would take later tests' memory with it), merges their reports, writes the
 clause report to ``reports/upstream/conformance.{md,json}`` with the upstream behaviour behind
 each clause it does not pass, and exits non-zero when the verdicts differ from
 ``conformance/upstream/expected.toml`` or an expectation lacks its explanation.
@@ -18,18 +20,21 @@ import argparse
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+from conformance.clauses import CLAUSES
+from conformance.report import build_report
 from conformance.upstream.expected import (
     ExpectationError,
     behaviour_lines,
     compare,
-    observed_verdicts,
     parse_expectations,
     regenerate,
     render_expectations,
     unexplained,
 )
+from conformance.upstream.merge import merge_clause_results
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = ROOT / "conformance" / "upstream" / "expected.toml"
@@ -41,8 +46,9 @@ ADAPTER = "verifiers_rollout:VerifiersRolloutFn"
 REPLACEMENT_ERROR = "conformance.upstream.miles_process:NoReplacementError"
 # Upstream hangs on several clauses; a shorter deadline than the default 120 s bounds the run.
 CALL_DEADLINE_S = 60
-# A pytest run whose tests ran: all passed (0) or some failed (1). Anything else is no verdict.
-PYTEST_RAN = (0, 1)
+# A pytest run whose tests ran: all passed (0), some failed (1), or -k left none (5).
+PYTEST_RAN = (0, 1, 5)
+PARTS = ROOT / "reports" / "upstream" / "parts"
 HEADER = """Expected conformance verdicts of Miles' own Verifiers adapter
 (examples/experimental/verifiers/verifiers_rollout.py), one entry per clause.
 `tox -e upstream` fails when a run's verdicts differ from these.
@@ -50,16 +56,22 @@ Regenerate: MILES_SRC=/path/to/miles tox -e upstream -- --write-expected
 (keeps every `why`; replace each TODO with the upstream behaviour behind the verdict)."""
 
 
-def pytest_command(pytest_args: list[str]) -> list[str]:
-    # Test paths among the arguments narrow the run; without any, the whole suite runs.
+def test_files(pytest_args: list[str]) -> tuple[list[str], list[str]]:
+    """The suite's test files to run (those named among the arguments, else all but the
+    selftests, which check the suite with this project's adapter), and the other arguments."""
     named = [a for a in pytest_args if not a.startswith("-") and (ROOT / a.split("::")[0]).exists()]
+    rest = [a for a in pytest_args if a not in named]
+    if named:
+        return named, rest
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "conformance").glob("test_*.py")), rest
+
+
+def pytest_command(target: str, report: Path, pytest_args: list[str]) -> list[str]:
     return [
         sys.executable,
         "-m",
         "pytest",
-        *([] if named else ["conformance"]),
-        # The selftests check the suite with this project's adapter, not the adapter under test.
-        "--ignore=conformance/selftest",
+        target,
         "-p",
         "no:randomly",
         "-p",
@@ -71,9 +83,30 @@ def pytest_command(pytest_args: list[str]) -> list[str]:
         "--call-deadline",
         str(CALL_DEADLINE_S),
         "--conformance-report",
-        str(REPORT),
+        str(report),
         *pytest_args,
     ]
+
+
+def run_parts(pytest_args: list[str], env: dict[str, str]) -> list[str] | None:
+    """Each test file in a pytest process of its own: a call that missed its deadline keeps
+    running in the background, and must not take later tests' memory or engine with it."""
+    targets, rest = test_files(pytest_args)
+    PARTS.mkdir(parents=True, exist_ok=True)
+    for stale in PARTS.glob("*.json"):
+        stale.unlink()  # never merge a part an earlier run left
+    parts: list[str] = []
+    for target in targets:
+        part = PARTS / Path(target.split("::")[0]).stem
+        print(f"== {target}", flush=True)
+        ran = subprocess.run(pytest_command(target, part, rest), cwd=ROOT, env=env, check=False)
+        if ran.returncode not in PYTEST_RAN:
+            print(f"error: {target} did not run to the end (pytest exit {ran.returncode}); "
+                  "no verdicts to compare", file=sys.stderr)
+            return None
+        if part.with_suffix(".json").is_file():
+            parts.append(part.with_suffix(".json").read_text(encoding="utf-8"))
+    return parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,19 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(adapter_dir), str(ROOT), env.get("PYTHONPATH", "")) if p)
-    report_json = REPORT.with_suffix(".json")
-    report_json.unlink(missing_ok=True)  # never compare a report an earlier run left
-    ran = subprocess.run(pytest_command(pytest_args), cwd=ROOT, env=env, check=False)
-    if ran.returncode not in PYTEST_RAN or not report_json.is_file():
-        print(f"error: the suite did not run to the end (pytest exit {ran.returncode}); no verdicts to compare",
-              file=sys.stderr)
-        return ran.returncode or 2
-    try:
-        observed = observed_verdicts(report_json.read_text(encoding="utf-8"), str(report_json))
-    except ExpectationError as error:
-        print(f"error: {error}", file=sys.stderr)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(adapter_dir), str(ROOT), env.get("PYTHONPATH", "")) if p
+    )
+    parts = run_parts(pytest_args, env)
+    if parts is None:
         return 2
+    clauses, versions = merge_clause_results(parts, CLAUSES)
+    report = build_report(ADAPTER, versions, datetime.now(UTC).isoformat(timespec="seconds"), clauses)
+    REPORT.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
+    observed = {c.id: c.outcome.value for c in clauses}
 
     if options.write_expected:
         expected = regenerate(observed, previous)
@@ -124,11 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {EXPECTED.relative_to(ROOT)} ({len(expected)} clauses)")
     else:
         expected = previous
-    markdown = REPORT.with_suffix(".md")
-    markdown.write_text(
-        markdown.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(behaviour_lines(observed, expected)) + "\n",
+    REPORT.with_suffix(".md").write_text(
+        report.to_markdown().rstrip() + "\n\n" + "\n".join(behaviour_lines(observed, expected)) + "\n",
         encoding="utf-8",
     )
+    print(f"written: {REPORT.relative_to(ROOT)}.md and .json")
     return verdict(expected, observed)
 
 

@@ -76,17 +76,6 @@ def parse_expectations(text: str, source: str) -> dict[str, Expectation]:
     return out
 
 
-def observed_verdicts(report_json: str, source: str) -> dict[str, str]:
-    """Clause id -> verdict, from a conformance report's JSON."""
-    try:
-        data = json.loads(report_json)
-        return {str(c["id"]): str(c["outcome"]) for c in data["clauses"]}
-    except (ValueError, KeyError, TypeError) as error:
-        raise ExpectationError(
-            f"{source} is not a conformance report ({type(error).__name__}: {error}); rerun the suite"
-        ) from None
-
-
 def compare(
     expected: Mapping[str, Expectation], observed: Mapping[str, str]
 ) -> list[Difference]:
