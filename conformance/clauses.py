@@ -112,6 +112,30 @@ CLAUSES: Final = MappingProxyType(
         "SNP-3": "A fixed-seed training rollout matches its snapshot (tokens, masks, logprobs, "
         "rewards, statuses, order).",
         "SNP-4": "A fixed-seed eval matches its snapshot.",
+        # Added with issue 15 (defects of Miles' own adapter the suite could not see). Tier:
+        # every one of these is Miles contract (what any correct adapter must do), not a
+        # promise of this project.
+        "CALL-4": "The legacy generate_rollout entry point keeps a bounded number of instances: "
+        "args objects of finished runs are released however many distinct ones it has seen.",
+        "CALL-5": "Train and eval calls on one instance that overlap in time (tool tasksets "
+        "included) share no state: each returns a valid output of its own samples.",
+        "OPT-6": "--rollout-num-gpus unset (outside --colocate) either works or is a "
+        "construction error naming --rollout-num-gpus.",
+        "TRN-4": "Every train sample lists the weight version of its train call "
+        "(RolloutFnTrainInput.weight_version) in Sample.weight_versions.",
+        "CYC-3": "With --rollout-shuffle every epoch is its own permutation of the taskset "
+        "(as Miles reshuffles its prompt data per epoch), not one order repeated.",
+        "GRP-5": "With --reward-key set and a Miles reward model (--custom-rm-path) that returns "
+        "a number, either Sample.get_reward_value and Miles' normalisation read every reward, "
+        "or the call fails with an error naming --reward-key.",
+        "TRP-5": "Under --lora-train-only (LoRA trained, not served) no /generate request "
+        "carries lora_path.",
+        "FLT-4": "An engine answer with a 4xx status is not retried: the engine never receives "
+        "the same refused request twice.",
+        "FLT-5": "A generation the engine aborted reaches Miles as Sample.Status.ABORTED: an "
+        "eval rollout the engine aborted is returned with status aborted.",
+        "EVL-3": "Eval metrics use keys no train metric uses (Miles logs train and eval "
+        "metrics on different step axes).",
         # The suite checks itself.
         "SUITE-1": "Pointed at a deliberately broken adapter, the suite fails the matching clauses.",
         "SUITE-2": "A snapshot changed on purpose is reported by the drift summary.",

@@ -29,3 +29,12 @@ def drop_listed_prompts(args: Namespace, samples: list[Any], **_: Any) -> Any:
     flat = [s for item in samples for s in (item if isinstance(item, list) else [item])]
     dropped = any(prompt_matches(sample.prompt, text) for sample in flat for text in listed)
     return contract().DynamicFilterOutput(keep=not dropped, reason=DROP_REASON if dropped else None)
+
+
+CONSTANT_REWARD_PATH = "conformance.hooks.constant_reward"
+HOOK_PATHS += (CONSTANT_REWARD_PATH,)
+
+
+async def constant_reward(args: Namespace, sample: Any, **_: Any) -> float:
+    """A Miles ``--custom-rm-path`` reward model returning a plain number for every sample."""
+    return 1.0

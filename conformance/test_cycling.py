@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from conformance.budget import budget
@@ -31,17 +31,26 @@ from conformance.world import MilesWorld, load_task_data, write_config
 DROPPING_FAULTS = ("reward_error", "group_reward_error", "harness_error")
 
 
+MAX_TASKS = 6
+
+
 @pytest.mark.clause("CYC-1", "CYC-2", "GRP-1", "GRP-2")
 @budget(ci=4)
 @given(
-    num_tasks=st.integers(1, 6),
+    num_tasks=st.integers(1, MAX_TASKS),
     batch=st.integers(1, 3),
     n=st.integers(1, 2),
     extra=st.integers(0, 2),
     rollouts=st.integers(1, 4),
     shuffled=st.booleans(),
-    data=st.data(),
+    # One flag per possible task; the first num_tasks apply.
+    drop_mask=st.lists(st.booleans(), min_size=MAX_TASKS, max_size=MAX_TASKS),
 )
+# The smallest case that shows an over-sampled task skipped or groups out of order (found by
+# the long profile); pinned so that the CI budget always runs it.
+@example(
+    num_tasks=2, batch=1, n=2, extra=1, rollouts=4, shuffled=False, drop_mask=[False] * MAX_TASKS
+).via("minimal over-sampling case: 2 tasks, batch 1, n 2, over-sampling 2, 4 rollouts")
 def test_tasks_follow_the_epoch_order_minus_dropped_ones(
     world: MilesWorld,
     workdir: Path,
@@ -52,15 +61,12 @@ def test_tasks_follow_the_epoch_order_minus_dropped_ones(
     extra: int,
     rollouts: int,
     shuffled: bool,
-    data: st.DataObject,
+    drop_mask: list[bool],
 ) -> None:
     world.engine.reset()
     config = write_config(workdir, "mv_arith", taskset={"num_tasks": num_tasks, "seed": 7})
     prompts = [str(d.prompt) for d in load_task_data(config)]
-    drop_mask = data.draw(
-        st.lists(st.booleans(), min_size=num_tasks, max_size=num_tasks), label="drop_mask"
-    )
-    dropped = {p for p, drop in zip(prompts, drop_mask, strict=False) if drop}
+    dropped = {p for p, drop in zip(prompts, drop_mask[:num_tasks], strict=False) if drop}
     assume(any(p not in dropped for p in prompts))
     args = miles_args(
         rollout_batch_size=batch,

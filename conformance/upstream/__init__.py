@@ -1,0 +1,1 @@
+"""Miles' own Verifiers adapter under the suite: expected clause verdicts and their comparison."""
