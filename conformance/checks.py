@@ -10,7 +10,7 @@ from argparse import Namespace
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.miles_side import flatten
+from miles_verifiers_conformance.miles_side import flatten
 
 TRAINABLE_STATUSES = frozenset({"completed", "truncated"})
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401 - pytest hooks
+from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401 - pytest hooks
 
 if TYPE_CHECKING:  # the engine and Verifiers load only once the offline environment is set
     from miles_verifiers_testkit.miles import MilesLoop, MilesWorld, RecordingEngine
@@ -114,7 +114,7 @@ def world(
     miles_loop: MilesLoop,
     call_deadline_s: float,
 ) -> MilesWorld:
-    from conformance.world import MilesWorld
+    from miles_verifiers_conformance.world import MilesWorld
 
     engine, host, port = recording_engine
     return MilesWorld(
@@ -141,7 +141,7 @@ def deployment_world(
     call_deadline_s: float,
 ) -> Iterator[MilesWorld]:
     """A world whose engine is a production deployment; cases whose router cannot start skip."""
-    from conformance.world import EnginePool, MilesWorld, RecordingEngine
+    from miles_verifiers_conformance.world import EnginePool, MilesWorld, RecordingEngine
     from miles_verifiers_testkit.engine import EngineConfig
     from miles_verifiers_testkit.engine.model import load_model_profile
     from miles_verifiers_testkit.engine.topology import TopologyUnavailable, serve_topology

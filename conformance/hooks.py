@@ -1,6 +1,6 @@
 """Miles hooks the suite plugs into an adapter by path, as a user would with Miles flags.
 
-``--dynamic-sampling-filter-path conformance.hooks.drop_listed_prompts`` drops every group
+``--dynamic-sampling-filter-path miles_verifiers_conformance.hooks.drop_listed_prompts`` drops every group
 whose task prompt is one of ``args.conformance_drop_prompts``: a drop pattern that depends on
 the task alone, so the suite can predict exactly which tasks a run must keep.
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
-from conformance.world import prompt_matches
+from miles_verifiers_conformance.world import prompt_matches
 
-DROP_FILTER_PATH = "conformance.hooks.drop_listed_prompts"
+DROP_FILTER_PATH = "miles_verifiers_conformance.hooks.drop_listed_prompts"
 # Every hook path the suite passes to an adapter (checked against Miles' loader by a selftest).
 HOOK_PATHS = (DROP_FILTER_PATH,)
 DROP_REASON = "conformance_drop_pattern"
@@ -31,7 +31,7 @@ def drop_listed_prompts(args: Namespace, samples: list[Any], **_: Any) -> Any:
     return contract().DynamicFilterOutput(keep=not dropped, reason=DROP_REASON if dropped else None)
 
 
-CONSTANT_REWARD_PATH = "conformance.hooks.constant_reward"
+CONSTANT_REWARD_PATH = "miles_verifiers_conformance.hooks.constant_reward"
 HOOK_PATHS += (CONSTANT_REWARD_PATH,)
 
 

@@ -14,9 +14,9 @@ from collections import Counter
 from contextlib import nullcontext
 from typing import Any
 
-from conformance.checks import check_train_output
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, identify
+from miles_verifiers_conformance.checks import check_train_output
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, identify
 
 
 def trained_prompts(

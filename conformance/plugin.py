@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from conformance import snapshots
-from conformance.budget import PROFILE_ENV, PROFILES
-from conformance.clauses import CLAUSES, Tier
-from conformance.drift import drift_lines
-from conformance.report import RecordedTest, build_report, clause_results
-from conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
-from conformance.verdicts import ClauseBook, ClauseFailures, Stop, decide
+from miles_verifiers_conformance import snapshots
+from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES
+from miles_verifiers_conformance.clauses import CLAUSES, Tier
+from miles_verifiers_conformance.drift import drift_lines
+from miles_verifiers_conformance.report import RecordedTest, build_report, clause_results
+from miles_verifiers_conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
+from miles_verifiers_conformance.verdicts import ClauseBook, ClauseFailures, Stop, decide
 
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from conformance.clauses import TIERS, Tier
-from conformance.verdicts import Decision, Verdict, combine
+from miles_verifiers_conformance.clauses import TIERS, Tier
+from miles_verifiers_conformance.verdicts import Decision, Verdict, combine
 
 NOT_RUN = "not run: the session ended before this test ran (-x, an interrupt or a crash)"
 NO_TEST = "no test of this run checks it (deselected, or not collected)"

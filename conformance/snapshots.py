@@ -19,7 +19,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from conformance.drift import DriftEntry
+from miles_verifiers_conformance.drift import DriftEntry
 
 SNAPSHOT_DIR = Path(__file__).parent / "__snapshots__"
 # A dot file: syrupy ignores those, where it would delete any other unknown file on update.

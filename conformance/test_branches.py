@@ -9,17 +9,22 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import check_round_trip, check_sample, check_train_shape, sampled_runs
-from conformance.miles_side import CallDeadlineExceeded, miles_args
-from conformance.order import (
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import (
+    check_round_trip,
+    check_sample,
+    check_train_shape,
+    sampled_runs,
+)
+from miles_verifiers_conformance.miles_side import CallDeadlineExceeded, miles_args
+from miles_verifiers_conformance.order import (
     check_no_dropped_task_returned,
     check_rollout_order,
     check_rollout_task_sets,
     trained_prompts,
 )
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
 
 
 def branch_count_of(error: BaseException) -> int | None:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.miles_side import miles_args, point_at_engine
-from conformance.verdicts import ClauseBook
-from conformance.world import LegacyRolloutFn, MilesWorld, write_config
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.miles_side import miles_args, point_at_engine
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import LegacyRolloutFn, MilesWorld, write_config
 
 # Each unsupported Miles option: the flag the error must name, the attribute and a value
 # that turns it on. Prompt-data loading is on unless --disable-rollout-global-dataset is passed.

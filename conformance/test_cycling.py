@@ -14,18 +14,18 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import check_train_output, output_fingerprint
-from conformance.hooks import DROP_FILTER_PATH
-from conformance.miles_side import miles_args, record_checkpoint, saves_checkpoint
-from conformance.order import (
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import check_train_output, output_fingerprint
+from miles_verifiers_conformance.hooks import DROP_FILTER_PATH
+from miles_verifiers_conformance.miles_side import miles_args, record_checkpoint, saves_checkpoint
+from miles_verifiers_conformance.order import (
     check_no_dropped_task_returned,
     check_rollout_order,
     check_rollout_task_sets,
     trained_prompts,
 )
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, load_task_data, write_config
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, load_task_data, write_config
 
 # mv-faulty faults that make a whole group unusable (a trace error, or a raising group reward).
 DROPPING_FAULTS = ("reward_error", "group_reward_error", "harness_error")

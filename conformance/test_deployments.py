@@ -17,13 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from conformance.checks import check_round_trip, check_sample, check_train_output, check_train_shape
-from conformance.conftest import DEPLOYMENTS
-from conformance.miles_side import miles_args
-from conformance.test_faults import is_replacement_error
-from conformance.test_transport import judge_payloads
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, identify, task_prompts, write_config
+from miles_verifiers_conformance.checks import (
+    check_round_trip,
+    check_sample,
+    check_train_output,
+    check_train_shape,
+)
+from miles_verifiers_conformance.conftest import DEPLOYMENTS
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.test_faults import is_replacement_error
+from miles_verifiers_conformance.test_transport import judge_payloads
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
 IN_PROCESS = "in-process"

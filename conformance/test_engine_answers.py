@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import status_name
-from conformance.miles_side import miles_args
-from conformance.world import MilesWorld, env_id, write_config
+from miles_verifiers_conformance.checks import status_name
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.world import MilesWorld, env_id, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
 

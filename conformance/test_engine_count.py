@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.checks import check_train_output
-from conformance.miles_side import miles_args
-from conformance.world import MilesWorld, write_config
+from miles_verifiers_conformance.checks import check_train_output
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.world import MilesWorld, write_config
 
 # The flag itself, not --rollout-num-gpus-per-engine.
 FLAG = re.compile(r"--rollout-num-gpus(?![-\w])")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.miles_side import miles_args
-from conformance.order import trained_prompts
-from conformance.world import MilesWorld, load_task_data, write_config
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.order import trained_prompts
+from miles_verifiers_conformance.world import MilesWorld, load_task_data, write_config
 
 NUM_TASKS = 6  # 20 ways to pick an epoch's first half: three equal ones are not luck
 HALF = NUM_TASKS // 2

@@ -9,10 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import status_name
-from conformance.miles_side import miles_args
-from conformance.world import MilesWorld, env_id, identify, load_task_data, write_config
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import status_name
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.world import (
+    MilesWorld,
+    env_id,
+    identify,
+    load_task_data,
+    write_config,
+)
 
 
 def check_eval_entry(

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import check_train_output
-from conformance.miles_side import CallDeadlineExceeded, miles_args
-from conformance.world import MilesWorld, write_config
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import check_train_output
+from miles_verifiers_conformance.miles_side import CallDeadlineExceeded, miles_args
+from miles_verifiers_conformance.world import MilesWorld, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
 

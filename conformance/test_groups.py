@@ -17,11 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import check_train_output
-from conformance.miles_side import flatten, group_advantages, miles_args, normalized_rewards
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import check_train_output
+from miles_verifiers_conformance.miles_side import (
+    flatten,
+    group_advantages,
+    miles_args,
+    normalized_rewards,
+)
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
 from miles_verifiers_testkit.engine import FaultPlan, PolicyConfig
 from miles_verifiers_testkit.harness.protocol import parse_answer, peer_agreement
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import TRAINABLE_STATUSES, check_train_output, status_name
-from conformance.miles_side import miles_args
-from conformance.test_eval import check_eval_entry
-from conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_conformance.checks import TRAINABLE_STATUSES, check_train_output, status_name
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.test_eval import check_eval_entry
+from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
 from miles_verifiers_testkit.engine import LatencyModel
 
 LEGACY_FUNCTION = "generate_rollout"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.miles_side import miles_args
-from conformance.world import MilesWorld, write_config
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.world import MilesWorld, write_config
 
 
 @pytest.mark.clause("EVL-3")

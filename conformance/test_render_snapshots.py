@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance.render_corpus import (
+from miles_verifiers_conformance.render_corpus import (
     CASES,
     IDENTITIES,
     CaseResult,
@@ -20,8 +20,13 @@ from conformance.render_corpus import (
     RendererFactory,
     cases_for,
 )
-from conformance.snapshot_text import document, step_lines
-from conformance.snapshots import VERSIONS_FILE, installed_versions, read_versions, version_mismatch
+from miles_verifiers_conformance.snapshot_text import document, step_lines
+from miles_verifiers_conformance.snapshots import (
+    VERSIONS_FILE,
+    installed_versions,
+    read_versions,
+    version_mismatch,
+)
 
 PARAMS = [
     pytest.param(identity, case, id=f"{identity.slug}-{case}")

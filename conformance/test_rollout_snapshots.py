@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from conformance.checks import status_name
-from conformance.miles_side import flatten, miles_args
-from conformance.snapshot_text import document, ids_line, text_block
-from conformance.world import MilesWorld, write_config
+from miles_verifiers_conformance.checks import status_name
+from miles_verifiers_conformance.miles_side import flatten, miles_args
+from miles_verifiers_conformance.snapshot_text import document, ids_line, text_block
+from miles_verifiers_conformance.world import MilesWorld, write_config
 
 TASKSET = {"num_tasks": 4, "seed": 0}
 

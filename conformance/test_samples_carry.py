@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.checks import check_train_output
-from conformance.hooks import CONSTANT_REWARD_PATH
-from conformance.miles_side import flatten, miles_args, normalized_rewards
-from conformance.world import LegacyRolloutFn, MilesWorld, write_config
+from miles_verifiers_conformance.checks import check_train_output
+from miles_verifiers_conformance.hooks import CONSTANT_REWARD_PATH
+from miles_verifiers_conformance.miles_side import flatten, miles_args, normalized_rewards
+from miles_verifiers_conformance.world import LegacyRolloutFn, MilesWorld, write_config
 
 
 @pytest.mark.clause("TRN-4")

@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import (
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import (
     check_train_output,
     check_train_samples,
     check_train_shape,
     output_fingerprint,
 )
-from conformance.miles_side import miles_args
-from conformance.verdicts import ClauseBook
-from conformance.world import MilesWorld, identify, task_prompts, write_config
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
 

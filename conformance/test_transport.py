@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.budget import budget
-from conformance.checks import check_round_trip, check_train_output
-from conformance.miles_side import miles_args
-from conformance.verdicts import ClauseBook
-from conformance.world import GenerateCall, MilesWorld, write_config
+from miles_verifiers_conformance.budget import budget
+from miles_verifiers_conformance.checks import check_round_trip, check_train_output
+from miles_verifiers_conformance.miles_side import miles_args
+from miles_verifiers_conformance.verdicts import ClauseBook
+from miles_verifiers_conformance.world import GenerateCall, MilesWorld, write_config
 from miles_verifiers_testkit.engine.schema_gate import (
     SGLANG_INSTALL_HINT,
     installed_sglang_version,

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 
-from conformance.clauses import CLAUSES
+from miles_verifiers_conformance.clauses import CLAUSES
 
 
 class Verdict(str, Enum):

@@ -19,7 +19,7 @@ contract only (what the call returns, or what goes over the wire to the engine):
   hang must read as that key under TRP-1, and what it leaves running must not reach the
   next test.
 
-Use with ``pytest conformance --adapter conformance.selftest.doubles:ReversedGroups``. The
+Use with ``pytest conformance --adapter miles_verifiers_conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
 reference adapter.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from conformance.budget import PROFILE_ENV, PROFILES, budget
+from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES, budget
 
 
 @pytest.mark.clause("SUITE-4")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.drift import DriftEntry, first_difference, parse_ids
-from conformance.selftest.runner import REPO_ROOT, run_pytest
-from conformance.snapshots import version_mismatch
+from miles_verifiers_conformance.drift import DriftEntry, first_difference, parse_ids
+from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
+from miles_verifiers_conformance.snapshots import version_mismatch
 
-CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 # The snapshot text comes from an environment variable so one test file can change it between runs.
 SNAPSHOT_TEST = textwrap.dedent(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.selftest.doubles import LEAKED_KEY, WRAPPED_ENV
-from conformance.selftest.runner import REPO_ROOT, PytestRun, run_pytest
+from miles_verifiers_conformance.selftest.doubles import LEAKED_KEY, WRAPPED_ENV
+from miles_verifiers_conformance.selftest.runner import REPO_ROOT, PytestRun, run_pytest
 
 HANGING_TEST = "conformance/test_training.py::test_calls_from_a_worker_thread_return_typed_outputs"
 # Construction only, and it asserts that the engine saw no request since its reset: the
@@ -27,7 +27,7 @@ def hang_then_next(
             NEXT_TEST,
             "-p",
             "no:randomly",  # the order is the point
-            "--adapter=conformance.selftest.doubles:RetriesARejectedKeyForever",
+            "--adapter=miles_verifiers_conformance.selftest.doubles:RetriesARejectedKeyForever",
             "--call-deadline=2",
         ],
         cwd=REPO_ROOT,

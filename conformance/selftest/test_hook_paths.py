@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance.hooks import HOOK_PATHS
+from miles_verifiers_conformance.hooks import HOOK_PATHS
 
 
 def load_as_miles_does(path: str) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.selftest.runner import REPO_ROOT, run_pytest
+from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
 
 LEGACY_ENTRY_POINT = "miles_verifiers:generate_rollout"
 # Cheap clauses that between them construct, train, evaluate and reject bad set-ups.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.order import (
+from miles_verifiers_conformance.order import (
     check_no_dropped_task_returned,
     check_rollout_order,
     check_rollout_task_sets,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.miles_side import CallDeadlineExceeded
-from conformance.test_faults import is_replacement_error
+from miles_verifiers_conformance.miles_side import CallDeadlineExceeded
+from miles_verifiers_conformance.test_faults import is_replacement_error
 
 
 class OutOfReplacements(RuntimeError):

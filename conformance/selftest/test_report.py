@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.clauses import CLAUSES
-from conformance.report import RecordedTest, build_report, clause_results
-from conformance.selftest.runner import run_pytest
-from conformance.verdicts import Decision, Verdict
+from miles_verifiers_conformance.clauses import CLAUSES
+from miles_verifiers_conformance.report import RecordedTest, build_report, clause_results
+from miles_verifiers_conformance.selftest.runner import run_pytest
+from miles_verifiers_conformance.verdicts import Decision, Verdict
 
-CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 SYNTHETIC_TESTS = textwrap.dedent(
     """

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.selftest.doubles import WRAPPED_ENV
-from conformance.selftest.runner import REPO_ROOT, run_pytest
+from miles_verifiers_conformance.selftest.doubles import WRAPPED_ENV
+from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
 
 # double -> the one clause it breaks. Every clause the run touches must pass or be not
 # decided for a stated reason; only that one may fail.
@@ -47,7 +47,7 @@ def test_a_double_that_breaks_one_clause_fails_exactly_that_clause(
     run = run_pytest(
         [
             "conformance",
-            f"--adapter=conformance.selftest.doubles:{double}",
+            f"--adapter=miles_verifiers_conformance.selftest.doubles:{double}",
             f"--replacement-error={pytestconfig.getoption('--replacement-error')}",
             *suite_selection(broken),
         ],
@@ -79,7 +79,7 @@ def test_a_hang_fails_the_clause_even_with_a_catch_all_replacement_error(
         [
             "conformance/test_faults.py::"
             "test_an_engine_that_always_fails_ends_with_the_replacement_error",
-            "--adapter=conformance.selftest.doubles:HangsForever",
+            "--adapter=miles_verifiers_conformance.selftest.doubles:HangsForever",
             "--replacement-error=builtins:Exception",
             "--call-deadline=1",
         ],

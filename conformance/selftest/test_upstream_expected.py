@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.clauses import CLAUSES
-from conformance.upstream import __main__ as driver
-from conformance.upstream.expected import (
+from miles_verifiers_conformance.clauses import CLAUSES
+from miles_verifiers_conformance.upstream import __main__ as driver
+from miles_verifiers_conformance.upstream.expected import (
     NEEDS_WHY,
     Difference,
     Expectation,
@@ -21,7 +21,7 @@ from conformance.upstream.expected import (
     render_expectations,
     unexplained,
 )
-from conformance.upstream.merge import merge_clause_results
+from miles_verifiers_conformance.upstream.merge import merge_clause_results
 
 EXPECTED_FILE = Path(__file__).resolve().parents[1] / "upstream" / "expected.toml"
 

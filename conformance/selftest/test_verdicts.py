@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from conformance.clauses import CLAUSES, TIERS, Tier
-from conformance.report import build_report, clause_results
-from conformance.selftest.runner import PytestRun, run_pytest
-from conformance.verdicts import ClauseBook, ClauseFailures, Stop, Verdict, decide
+from miles_verifiers_conformance.clauses import CLAUSES, TIERS, Tier
+from miles_verifiers_conformance.report import build_report, clause_results
+from miles_verifiers_conformance.selftest.runner import PytestRun, run_pytest
+from miles_verifiers_conformance.verdicts import ClauseBook, ClauseFailures, Stop, Verdict, decide
 from miles_verifiers_testkit.miles import GenerateCall
 from miles_verifiers_testkit.miles.evidence import refused_answers, unknown_keys
 
-CONFTEST = "from conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 SYNTHETIC = textwrap.dedent(
     """

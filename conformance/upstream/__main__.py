@@ -1,4 +1,4 @@
-"""``python -m conformance.upstream``: the suite against Miles' own Verifiers adapter.
+"""``python -m miles_verifiers_conformance.upstream``: the suite against Miles' own Verifiers adapter.
 
 Run by ``tox -e upstream`` (``MILES_SRC`` names a Miles checkout, installed into the env as
 for ``tox -e miles``). It runs the suite on ``verifiers_rollout:VerifiersRolloutFn`` from
@@ -23,9 +23,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conformance.clauses import CLAUSES
-from conformance.report import build_report
-from conformance.upstream.expected import (
+from miles_verifiers_conformance.clauses import CLAUSES
+from miles_verifiers_conformance.report import build_report
+from miles_verifiers_conformance.upstream.expected import (
     ExpectationError,
     behaviour_lines,
     compare,
@@ -34,7 +34,7 @@ from conformance.upstream.expected import (
     render_expectations,
     unexplained,
 )
-from conformance.upstream.merge import merge_clause_results
+from miles_verifiers_conformance.upstream.merge import merge_clause_results
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = ROOT / "conformance" / "upstream" / "expected.toml"
@@ -43,7 +43,7 @@ ADAPTER_DIR = Path("examples") / "experimental" / "verifiers"
 # As a Miles user names it: --rollout-function-path verifiers_rollout.VerifiersRolloutFn with
 # that folder on the path. It has no bounded-replacement error (it resamples without bound).
 ADAPTER = "verifiers_rollout:VerifiersRolloutFn"
-REPLACEMENT_ERROR = "conformance.upstream.miles_process:NoReplacementError"
+REPLACEMENT_ERROR = "miles_verifiers_conformance.upstream.miles_process:NoReplacementError"
 # Upstream hangs on several clauses; a shorter deadline than the default 120 s bounds the run.
 CALL_DEADLINE_S = 60
 # A pytest run whose tests ran: all passed (0), some failed (1), or -k left none (5).
@@ -75,7 +75,7 @@ def pytest_command(target: str, report: Path, pytest_args: list[str]) -> list[st
         "-p",
         "no:randomly",
         "-p",
-        "conformance.upstream.miles_process",
+        "miles_verifiers_conformance.upstream.miles_process",
         "--adapter",
         ADAPTER,
         "--replacement-error",
@@ -110,7 +110,7 @@ def run_parts(pytest_args: list[str], env: dict[str, str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.upstream", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m miles_verifiers_conformance.upstream", description=__doc__)
     parser.add_argument(
         "--write-expected",
         action="store_true",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from conformance.report import ClauseResult, ItemResult, Outcome, clause_results
+from miles_verifiers_conformance.report import ClauseResult, ItemResult, Outcome, clause_results
 
 
 def merge_clause_results(

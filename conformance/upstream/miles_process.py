@@ -2,8 +2,8 @@
 
 Miles' rollout manager creates the process-wide HTTP client of ``miles.utils.http_utils``
 before it calls a rollout function, and Miles' adapter posts through it; outside Miles nothing
-creates it. Loaded with ``-p conformance.upstream.miles_process`` by ``python -m
-conformance.upstream``, never in the default run.
+creates it. Loaded with ``-p miles_verifiers_conformance.upstream.miles_process`` by ``python -m
+miles_verifiers_conformance.upstream``, never in the default run.
 """
 
 from __future__ import annotations

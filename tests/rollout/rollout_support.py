@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from conformance.checks import sample_fingerprint as fingerprint
+from miles_verifiers_conformance.checks import sample_fingerprint as fingerprint
 from miles_verifiers_testkit import miles as kit
 from miles_verifiers_testkit.miles import (
     MODEL,

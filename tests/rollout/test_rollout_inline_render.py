@@ -13,7 +13,6 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import ChatDialect
 
-from conformance.render_corpus import CASES, IDENTITIES, Identity, RendererFactory, cases_for
 from miles_verifiers._clients import (
     MilesTrainClient,
     RendererSpec,
@@ -26,6 +25,13 @@ from miles_verifiers._inline_render import (
     InlineRenderer,
     prompt_size,
     renders_inline,
+)
+from miles_verifiers_conformance.render_corpus import (
+    CASES,
+    IDENTITIES,
+    Identity,
+    RendererFactory,
+    cases_for,
 )
 from miles_verifiers_testkit.tokenizers import build_all
 from tests.rollout.rollout_support import MODEL
