@@ -39,6 +39,9 @@ DEFAULT_CALL_DEADLINE_S = 120.0
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "Miles/Verifiers conformance suite")
+    # Registered by the installed entry point and re-exported by conftests: add options once.
+    if any("--adapter" in option.names() for option in group.options):
+        return
     group.addoption(
         "--adapter",
         default=DEFAULT_ADAPTER,
@@ -57,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--conformance-report",
         default=DEFAULT_REPORT,
         metavar="PATH",
-        help="write the clause report to PATH.md and PATH.json, relative to the rootdir "
+        help="write the clause report to PATH.md and PATH.json, relative to the current directory "
         f"(default: {DEFAULT_REPORT}); 'none' writes nothing",
     )
     group.addoption(
@@ -104,7 +107,9 @@ def report_base(config: pytest.Config) -> Path | None:
     path = Path(value)
     if path.suffix in (".md", ".json"):
         path = path.with_suffix("")
-    return path if path.is_absolute() else config.rootpath / path
+    # Relative to where pytest runs, not the rootdir: run from anywhere (`--pyargs`), the
+    # rootdir may be the installed package's folder.
+    return path if path.is_absolute() else config.invocation_params.dir / path
 
 
 class ConformanceReporter:
