@@ -1,5 +1,6 @@
-"""What the two distributions ship: the adapter alone in miles-verifiers, the test kit in
-miles-verifiers-testkit, and every package folder listed where it belongs."""
+"""What the three distributions ship: the adapter alone in miles-verifiers, the test kit in
+miles-verifiers-testkit, the conformance suite (a pytest plugin) in
+miles-verifiers-conformance, and every package folder listed where it belongs."""
 
 from __future__ import annotations
 
@@ -41,6 +42,62 @@ def test_every_test_kit_package_folder_is_listed_for_its_wheel() -> None:
     )
 
 
+def test_every_conformance_package_folder_is_listed_for_its_wheel() -> None:
+    assert _listed(ROOT / "conformance" / "pyproject.toml") == _package_folders(
+        ROOT / "conformance", "miles_verifiers_conformance"
+    )
+
+
+def _build_wheel(source: Path, out: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def conformance_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    source = tmp_path_factory.mktemp("conformance-source") / "conformance"
+    shutil.copytree(
+        ROOT / "conformance",
+        source,
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
+    )
+    out = tmp_path_factory.mktemp("conformance-wheel")
+    _build_wheel(source, out)
+    (wheel,) = out.glob("miles_verifiers_conformance-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def test_the_conformance_wheel_registers_the_suite_as_a_pytest_plugin(
+    conformance_wheel: zipfile.ZipFile,
+) -> None:
+    (entry_points,) = [n for n in conformance_wheel.namelist() if n.endswith("entry_points.txt")]
+    text = conformance_wheel.read(entry_points).decode()
+
+    assert "[pytest11]" in text
+    assert "miles_verifiers_conformance.entry_point" in text
+
+
+def test_the_conformance_wheel_ships_its_snapshots_clause_table_selftests_and_contract(
+    conformance_wheel: zipfile.ZipFile,
+) -> None:
+    names = set(conformance_wheel.namelist())
+    package = "miles_verifiers_conformance/"
+    committed = [
+        p.relative_to(ROOT / "conformance").as_posix()
+        for p in (ROOT / "conformance" / "__snapshots__").rglob("*")
+        if p.is_file()
+    ]
+
+    assert committed and {package + name for name in committed} <= names
+    for shipped in ("clauses.py", "conftest.py", "selftest/doubles.py", "ADAPTER_CONTRACT.md"):
+        assert package + shipped in names
+
+
 @pytest.fixture(scope="module")
 def adapter_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     # Build from a clean copy: a build/ folder left in the checkout would leak old files in.
@@ -49,13 +106,7 @@ def adapter_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(out), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    _build_wheel(source, out)
     (wheel,) = out.glob("miles_verifiers-*.whl")
     return zipfile.ZipFile(wheel)
 
@@ -66,6 +117,15 @@ def test_the_adapter_wheel_holds_no_test_kit_code(adapter_wheel: zipfile.ZipFile
 
     assert code and all(n.startswith("miles_verifiers/") for n in code)
     assert not [n for n in names if "testkit" in n or "fixtures" in n or n.endswith(".toml")]
+
+
+def test_the_adapter_wheel_holds_no_conformance_code(adapter_wheel: zipfile.ZipFile) -> None:
+    names = adapter_wheel.namelist()
+
+    assert not [n for n in names if "conformance" in n or "__snapshots__" in n]
+    assert not [
+        n for n in names if n.endswith(".py") and b"miles_verifiers_conformance" in adapter_wheel.read(n)
+    ]
 
 
 def test_nothing_in_the_adapter_wheel_imports_the_test_kit(adapter_wheel: zipfile.ZipFile) -> None:
