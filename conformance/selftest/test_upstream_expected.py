@@ -91,15 +91,19 @@ def test_an_unknown_verdict_is_an_error_naming_the_file_and_entry() -> None:
 
 def test_part_reports_merge_into_one_verdict_per_clause() -> None:
     def part(clause: str, nodeid: str, outcome: str) -> str:
-        tests = [{"nodeid": nodeid, "outcome": outcome, "reason": "", "duration_s": 0.1, "deployment": ""}]
+        tests = [{"nodeid": nodeid, "outcome": outcome, "detail": "", "duration_s": 0.1, "deployment": ""}]
         return json.dumps({"versions": {"verifiers": "0.2.0"}, "clauses": [{"id": clause, "tests": tests}]})
 
     clauses, versions = merge_clause_results(
-        [part("A-1", "t1", "passed"), part("A-1", "t2", "failed"), part("A-2", "t3", "passed")],
-        {"A-1": "one", "A-2": "two", "A-3": "three"},
+        [part("CALL-1", "t1", "passed"), part("CALL-1", "t2", "failed"), part("CALL-2", "t3", "passed")],
+        {"CALL-1": "one", "CALL-2": "two", "CALL-3": "three"},
     )
 
-    assert {c.id: c.outcome.value for c in clauses} == {"A-1": "failed", "A-2": "passed", "A-3": "not run"}
+    assert {c.id: c.verdict.value for c in clauses} == {
+        "CALL-1": "failed",
+        "CALL-2": "passed",
+        "CALL-3": "not decided",
+    }
     assert versions == {"verifiers": "0.2.0"}
 
 

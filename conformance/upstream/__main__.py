@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     clauses, versions = merge_clause_results(parts, CLAUSES)
     report = build_report(ADAPTER, versions, datetime.now(UTC).isoformat(timespec="seconds"), clauses)
     REPORT.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
-    observed = {c.id: c.outcome.value for c in clauses}
+    observed = {c.id: c.verdict.value for c in clauses}
 
     if options.write_expected:
         expected = regenerate(observed, previous)

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from miles_verifiers_conformance.report import ClauseResult, ItemResult, Outcome, clause_results
+from miles_verifiers_conformance.report import (
+    NOT_RUN,
+    ClauseResult,
+    RecordedTest,
+    clause_results,
+)
+from miles_verifiers_conformance.verdicts import Decision, Verdict
+
+
+def _ran(decisions: Mapping[str, Decision]) -> bool:
+    return any(d.detail != NOT_RUN for d in decisions.values())
 
 
 def merge_clause_results(
@@ -18,29 +28,32 @@ def merge_clause_results(
 ) -> tuple[tuple[ClauseResult, ...], dict[str, str]]:
     """Clause results over every part report (JSON texts), and the versions they name.
 
-    A test seen in several parts keeps the result of the part that ran it (a part that
-    did not run it lists it as "not run").
+    A test seen in several parts keeps the decisions of the part that ran it (a part that
+    did not run it records it as not run).
     """
     clauses_by_test: dict[str, list[str]] = {}
-    results: dict[str, ItemResult] = {}
+    records: dict[str, RecordedTest] = {}
     versions: dict[str, str] = {}
     for text in parts:
         data = json.loads(text)
         versions.update(data.get("versions", {}))
+        decisions_by_test: dict[str, dict[str, Decision]] = {}
+        timing: dict[str, tuple[float, str]] = {}
         for clause in data["clauses"]:
             for test in clause["tests"]:
-                ids = clauses_by_test.setdefault(test["nodeid"], [])
+                nodeid = test["nodeid"]
+                ids = clauses_by_test.setdefault(nodeid, [])
                 if clause["id"] not in ids:
                     ids.append(clause["id"])
-                result = ItemResult(
-                    test["nodeid"],
-                    Outcome(test["outcome"]),
-                    test.get("reason", ""),
-                    float(test.get("duration_s", 0.0)),
-                    test.get("deployment", ""),
+                decisions_by_test.setdefault(nodeid, {})[clause["id"]] = Decision(
+                    Verdict(test["outcome"]), test.get("detail", "")
                 )
-                earlier = results.get(test["nodeid"])
-                if earlier is None or earlier.outcome == Outcome.NOT_RUN:
-                    results[test["nodeid"]] = result
+                timing[nodeid] = (float(test.get("duration_s", 0.0)), test.get("deployment", ""))
+        for nodeid, decisions in decisions_by_test.items():
+            earlier = records.get(nodeid)
+            if earlier is None or not _ran(earlier.decisions):
+                duration, deployment = timing[nodeid]
+                records[nodeid] = RecordedTest(decisions, duration, deployment)
     known = {nodeid: [c for c in ids if c in clauses] for nodeid, ids in clauses_by_test.items()}
-    return clause_results(clauses, known, results), versions
+    ran = {nodeid: r for nodeid, r in records.items() if _ran(r.decisions)}
+    return clause_results(clauses, known, ran), versions
