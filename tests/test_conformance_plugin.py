@@ -80,8 +80,9 @@ def test_the_installed_suite_fails_a_broken_double_and_reports_under_the_current
     entry = clause_entry(elsewhere / "reports" / "conformance.json", run.stdout + run.stderr)
     assert run.returncode != 0
     assert entry["outcome"] == "failed"
-    # Failing inside the test body, not at set-up: the double was built and called.
-    assert any(t["reason"].startswith("call:") for t in entry["tests"]), entry
+    # Failed with evidence inside the test body, not at set-up (a set-up failure leaves the
+    # clause "not decided"): the double was built and called.
+    assert any(t["outcome"] == "failed" and t["detail"] for t in entry["tests"]), entry
 
 
 def test_an_adapter_that_cannot_be_imported_stops_the_run_naming_the_option(
