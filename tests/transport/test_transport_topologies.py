@@ -260,3 +260,19 @@ def test_max_new_tokens_is_clamped_to_what_the_workers_will_generate(
     (params,) = [p for r in topology.engines for p in r.engine.seen]  # type: ignore[attr-defined]
     # SGLang generates at most max_req_len - prompt - 1 = (context - 1) - prompt - 1 tokens.
     assert params["max_new_tokens"] == CONTEXT_LEN - 1 - prompt_len - 1
+
+
+def test_two_rust_routers_run_side_by_side_on_one_machine(profile: Any) -> None:
+    # Two test runs (or a run beside a real job) each start a router; neither may block the
+    # other through a listener of its own, such as the metrics exporter.
+    config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, router=False)
+    try:
+        with (
+            serve_topology("sglang-router", [SeenEngine(config, model=profile)]) as first,
+            serve_topology("sglang-router", [SeenEngine(config, model=profile)]) as second,
+        ):
+            assert first.url != second.url
+    except TopologyUnavailable as exc:
+        if "Address already in use" in str(exc):
+            raise
+        pytest.skip(f"sglang-router unavailable here: {exc}")
