@@ -270,13 +270,7 @@ class CallScope:
         except Exception as error:
             logger.warning("could not abort this call's SGLang requests: %s", describe_error(error))
             return
-        if not report.ok:
-            logger.warning(
-                "aborting this call's SGLang requests failed on %d of %d worker posts: %s",
-                len(report.failures),
-                report.posted,
-                "; ".join(f"{url} {reason}" for url, _, reason in report.failures[:3]),
-            )
+        warn_abort_failures(report, "this call's SGLang requests")
 
     async def _shut_down_environment(self) -> None:
         if self._serving is None:
@@ -304,6 +298,20 @@ class CallScope:
             await self.transport.close()
         except Exception as error:
             logger.debug("closing the SGLang transport failed: %r", error)
+
+
+def warn_abort_failures(report: Any, whose: str) -> None:
+    """Log the abort posts that failed (the first few, with their reasons); silent when all
+    went through."""
+    if report.ok:
+        return
+    logger.warning(
+        "aborting %s failed on %d of %d worker posts: %s",
+        whose,
+        len(report.failures),
+        report.posted,
+        "; ".join(f"{url} {reason}" for url, _, reason in report.failures[:3]),
+    )
 
 
 def hurry_interception_shutdown(environment: Any, seconds: float) -> None:

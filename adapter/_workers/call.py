@@ -23,7 +23,7 @@ from typing import Any, Self
 
 import httpx
 
-from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error
+from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error, warn_abort_failures
 from miles_verifiers._workers.pool import RESTARTS_SETTING, WorkerPool, WorkerRestartLimitError
 from miles_verifiers._workers.protocol import CallStart, GroupRequest
 from miles_verifiers._workers.records import TraceView
@@ -159,9 +159,4 @@ class WorkerCallScope:
         except Exception as error:
             logger.warning("could not abort the workers' requests: %s", describe_error(error))
             return
-        if not report.ok:
-            logger.warning(
-                "aborting the workers' requests failed on %d of %d posts",
-                len(report.failures),
-                report.posted,
-            )
+        warn_abort_failures(report, "the workers' requests")
