@@ -295,8 +295,7 @@ def _invalid(args: Any) -> list[OptionProblem]:
             args,
             "save_interval",
             "--save-interval",
-            "pass --save-interval N (N >= 1), the rollouts between checkpoints, or leave it "
-            "unset.",
+            "pass --save-interval N (N >= 1), the rollouts between checkpoints, or leave it unset.",
         )
     problems += _engine_count_problems(args)
     try:
@@ -488,8 +487,10 @@ def _sampling_problems(args: Any) -> list[OptionProblem]:
     ):
         value = _get(args, attribute)
         # Miles has no flag for the training minimum; only a hand-set attribute can carry one.
-        label = "args.rollout_min_new_tokens" if attribute.startswith("rollout") else (
-            "--eval-min-new-tokens"
+        label = (
+            "args.rollout_min_new_tokens"
+            if attribute.startswith("rollout")
+            else ("--eval-min-new-tokens")
         )
         if value is not None:
             found.append(_min_new_tokens_problem(value, label, cap, cap_flag))

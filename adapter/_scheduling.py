@@ -133,7 +133,6 @@ class Cursor:
         return {"position": self.position, "carry_over": list(self.carry_over)}
 
 
-
 # -- settling one rollout -----------------------------------------------------------------
 
 
@@ -344,9 +343,7 @@ class SchedulerState:
         option it sets.
         """
         current = (
-            expected
-            if isinstance(expected, SchedulerState)
-            else SchedulerState.for_order(expected)
+            expected if isinstance(expected, SchedulerState) else SchedulerState.for_order(expected)
         )
         differences = []
         if self.num_tasks != current.num_tasks:

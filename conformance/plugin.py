@@ -296,12 +296,22 @@ def _stop_of(report: pytest.TestReport, call: pytest.CallInfo[None]) -> Stop | N
     if report.failed:
         error = call.excinfo.value if call.excinfo is not None else None
         notes = "\n".join(getattr(error, "__notes__", ()) or ())
-        if isinstance(error, ClauseFailures):
+        if isinstance(error, ClauseFailures) or _only_clause_failures(error):
             return Stop(report.when, "clause_failures", str(error), notes)
         return Stop(report.when, "error", _crash_message(report, error), notes)
     if report.when == "call":
         return Stop("call", "passed")
     return None
+
+
+def _only_clause_failures(error: BaseException | None) -> bool:
+    """An exception group whose every leaf is a clause failure: hypothesis raises one (a
+    ``FlakyFailure``) when a failing example passes on replay, and one per distinct bug when
+    it reports several. The clauses are decided by their blocks either way."""
+    if not isinstance(error, BaseExceptionGroup):
+        return False
+    _, rest = error.split(ClauseFailures)
+    return rest is None
 
 
 def blame_from_engine(item: pytest.Item) -> dict[str, str]:

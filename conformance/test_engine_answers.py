@@ -30,7 +30,9 @@ def _call_ignoring_errors(call: Any) -> None:
 @pytest.mark.clause("TRP-5")
 def test_lora_train_only_sends_no_lora_path(world: MilesWorld, workdir: Path) -> None:
     world.engine.reset()
-    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, lora_rank=8, lora_train_only=True)
+    args = miles_args(
+        rollout_batch_size=1, n_samples_per_prompt=1, lora_rank=8, lora_train_only=True
+    )
     fn = world.start(args, write_config(workdir, "mv_arith", taskset={"num_tasks": 2}))
 
     _call_ignoring_errors(lambda: world.train(fn, 0))

@@ -32,7 +32,9 @@ def test_each_shuffled_epoch_has_its_own_order(world: MilesWorld, workdir: Path)
     first_halves = []
     for epoch in range(EPOCHS):
         first, second = rollouts[2 * epoch], rollouts[2 * epoch + 1]
-        assert sorted(first + second) == sorted(prompts), f"epoch {epoch} does not use every task once"
+        assert sorted(first + second) == sorted(prompts), (
+            f"epoch {epoch} does not use every task once"
+        )
         first_halves.append(frozenset(first))
     assert len(set(first_halves)) > 1, (
         f"all {EPOCHS} shuffled epochs start with the same {HALF} tasks: one order repeated"

@@ -18,9 +18,7 @@ def test_eval_stays_aligned_per_trace_when_traces_are_empty(
     world.engine.reset()
     # Every prompt is longer than the eval prompt limit: each rollout ends before its first
     # model call, a trace with no tokens at all.
-    config = write_config(
-        workdir, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200}
-    )
+    config = write_config(workdir, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
     args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1, eval_max_prompt_len=32)
     fn = world.start(args, config)
 

@@ -1,4 +1,4 @@
-"""Groups and group rewards, under arbitrary completion orders (engine latency jitter).
+"""Groups and group rewards, under arbitrary completion orders (latency jitter, reversal).
 
 mv-group pays each rollout ``correct`` (1.0 when its answer is right) plus 0.5 x
 ``agreement`` (the share of its peers that gave the same answer), so a group reward put on
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from miles_verifiers_conformance.budget import budget
@@ -27,7 +27,7 @@ from miles_verifiers_conformance.miles_side import (
 )
 from miles_verifiers_conformance.verdicts import ClauseBook
 from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
-from miles_verifiers_testkit.engine import FaultPlan, PolicyConfig
+from miles_verifiers_testkit.engine import CompletionOrder, FaultPlan, PolicyConfig
 from miles_verifiers_testkit.harness.protocol import parse_answer, peer_agreement
 
 CORRECT_WEIGHT = 1.0
@@ -53,7 +53,13 @@ def expected_rewards(group: list[Any], label: str, decode: Any) -> list[float]:
     accuracy=st.sampled_from([0.3, 0.6, 0.9]),
     policy_seed=st.integers(0, 1000),
     jitter_seed=st.integers(0, 10**6),
+    order=st.sampled_from(["free", "reversed"]),
 )
+# Groups that finish in the reverse of the order they were asked for: a completion-order
+# defect shows whatever the machine's timing.
+@example(
+    num_tasks=3, batch=2, n=2, extra=1, accuracy=0.6, policy_seed=7, jitter_seed=0, order="reversed"
+).via("every burst of calls finishes last arrival first")
 def test_groups_keep_their_task_rewards_and_order_whatever_the_completion_order(
     world: MilesWorld,
     workdir: Path,
@@ -66,10 +72,12 @@ def test_groups_keep_their_task_rewards_and_order_whatever_the_completion_order(
     accuracy: float,
     policy_seed: int,
     jitter_seed: int,
+    order: CompletionOrder,
 ) -> None:
     world.engine.reset(
         policy=PolicyConfig(accuracy=accuracy, seed=policy_seed),
-        faults=FaultPlan(delay=0.6, delay_s=0.02, seed=jitter_seed),  # reorders completions
+        # Random delays reorder completions; a forced order does it whatever the load.
+        faults=FaultPlan(delay=0.6, delay_s=0.02, seed=jitter_seed, completion_order=order),
     )
     config = write_config(workdir, "mv_group", taskset={"num_tasks": num_tasks, "seed": 11})
     tasks = load_task_data(config)

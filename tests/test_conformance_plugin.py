@@ -29,8 +29,22 @@ DOUBLE = f"{SUITE}.selftest.doubles:SharedGroupIndex"
 def run_installed_suite(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", SUITE, "--clause", CLAUSE,
-         "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--color=no", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            SUITE,
+            "--clause",
+            CLAUSE,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+            "--color=no",
+            *args,
+        ],
         cwd=cwd,
         env=environment,
         capture_output=True,

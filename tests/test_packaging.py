@@ -31,9 +31,7 @@ def _listed(pyproject: Path) -> set[str]:
 
 
 def test_every_adapter_package_folder_is_listed_for_the_wheel() -> None:
-    assert _listed(ROOT / "pyproject.toml") == _package_folders(
-        ROOT / "adapter", "miles_verifiers"
-    )
+    assert _listed(ROOT / "pyproject.toml") == _package_folders(ROOT / "adapter", "miles_verifiers")
 
 
 def test_every_test_kit_package_folder_is_listed_for_its_wheel() -> None:
@@ -50,8 +48,18 @@ def test_every_conformance_package_folder_is_listed_for_its_wheel() -> None:
 
 def _build_wheel(source: Path, out: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(out), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
         check=True,
         capture_output=True,
         timeout=300,
@@ -102,7 +110,9 @@ def test_the_conformance_wheel_ships_its_snapshots_clause_table_selftests_and_co
 def adapter_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     # Build from a clean copy: a build/ folder left in the checkout would leak old files in.
     source = tmp_path_factory.mktemp("source")
-    shutil.copytree(ROOT / "adapter", source / "adapter", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "adapter", source / "adapter", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
@@ -124,7 +134,9 @@ def test_the_adapter_wheel_holds_no_conformance_code(adapter_wheel: zipfile.ZipF
 
     assert not [n for n in names if "conformance" in n or "__snapshots__" in n]
     assert not [
-        n for n in names if n.endswith(".py") and b"miles_verifiers_conformance" in adapter_wheel.read(n)
+        n
+        for n in names
+        if n.endswith(".py") and b"miles_verifiers_conformance" in adapter_wheel.read(n)
     ]
 
 

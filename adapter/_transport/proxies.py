@@ -83,9 +83,7 @@ def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
     no_proxy = proxies.get("no", "")
     # proxy_bypass_environment is documented but missing from the type stubs.
     bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    if no_proxy.strip() == "*" or bypass(
-        parsed.host, {"no": no_proxy}
-    ):
+    if no_proxy.strip() == "*" or bypass(parsed.host, {"no": no_proxy}):
         return None
     return proxy
 

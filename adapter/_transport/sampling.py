@@ -79,6 +79,7 @@ def configured_keys_dropped_by_router(
     SGLang, as the transport does) that ``router`` would silently drop, sorted."""
     return keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in configured), router)
 
+
 # Keys whose value the transport decides: the configured value always wins.
 _SET_BY_TRANSPORT = frozenset({"n", "skip_special_tokens", "no_stop_trim"})
 

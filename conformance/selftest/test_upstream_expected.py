@@ -85,17 +85,33 @@ def test_rendered_expectations_read_back_as_the_same_entries() -> None:
 
 
 def test_an_unknown_verdict_is_an_error_naming_the_file_and_entry() -> None:
-    with pytest.raises(ExpectationError, match=r"x\.toml \[clauses\.A-1\].*'flaky' is not a verdict"):
+    with pytest.raises(
+        ExpectationError, match=r"x\.toml \[clauses\.A-1\].*'flaky' is not a verdict"
+    ):
         parse_expectations('[clauses.A-1]\nexpected = "flaky"\n', "x.toml")
 
 
 def test_part_reports_merge_into_one_verdict_per_clause() -> None:
     def part(clause: str, nodeid: str, outcome: str) -> str:
-        tests = [{"nodeid": nodeid, "outcome": outcome, "detail": "", "duration_s": 0.1, "deployment": ""}]
-        return json.dumps({"versions": {"verifiers": "0.2.0"}, "clauses": [{"id": clause, "tests": tests}]})
+        tests = [
+            {
+                "nodeid": nodeid,
+                "outcome": outcome,
+                "detail": "",
+                "duration_s": 0.1,
+                "deployment": "",
+            }
+        ]
+        return json.dumps(
+            {"versions": {"verifiers": "0.2.0"}, "clauses": [{"id": clause, "tests": tests}]}
+        )
 
     clauses, versions = merge_clause_results(
-        [part("CALL-1", "t1", "passed"), part("CALL-1", "t2", "failed"), part("CALL-2", "t3", "passed")],
+        [
+            part("CALL-1", "t1", "passed"),
+            part("CALL-1", "t2", "failed"),
+            part("CALL-2", "t3", "passed"),
+        ],
         {"CALL-1": "one", "CALL-2": "two", "CALL-3": "three"},
     )
 

@@ -53,6 +53,21 @@ SYNTHETIC = textwrap.dedent(
     def test_skipped():
         pytest.skip("no engine here")
 
+    RUNS = {"count": 0}
+
+    @pytest.mark.clause("CYC-1", "CYC-2")
+    @settings(
+        derandomize=True, max_examples=5, database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(x=st.integers(0, 3))
+    def test_flaky(verdicts, x):
+        RUNS["count"] += 1
+        with verdicts.check("CYC-1"):
+            assert RUNS["count"] != 1, "fails the first time only"
+        with verdicts.check("CYC-2"):
+            assert True
+
     @pytest.mark.clause("CFG-1", "CFG-2")
     def test_stops_after_a_hard_block(verdicts):
         with verdicts.check("CFG-1", hard=True):
@@ -114,6 +129,17 @@ def test_a_property_failure_names_its_failing_example(synthetic_run: PytestRun) 
 
     assert "x is" in evidence and "x=" in evidence, evidence
     assert clause(synthetic_run, "TRN-2")["outcome"] == "passed"
+
+
+@pytest.mark.clause("SUITE-3")
+def test_a_failure_hypothesis_calls_flaky_still_decides_each_clause_by_its_block(
+    synthetic_run: PytestRun,
+) -> None:
+    assert "Flaky" in synthetic_run.output, synthetic_run.output[-3000:]
+    found = clause(synthetic_run, "CYC-1")
+    assert found["outcome"] == "failed"
+    assert "fails the first time only" in found["evidence"][0], found
+    assert clause(synthetic_run, "CYC-2")["outcome"] == "passed"
 
 
 @pytest.mark.clause("SUITE-3")

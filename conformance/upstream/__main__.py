@@ -101,8 +101,11 @@ def run_parts(pytest_args: list[str], env: dict[str, str]) -> list[str] | None:
         print(f"== {target}", flush=True)
         ran = subprocess.run(pytest_command(target, part, rest), cwd=ROOT, env=env, check=False)
         if ran.returncode not in PYTEST_RAN:
-            print(f"error: {target} did not run to the end (pytest exit {ran.returncode}); "
-                  "no verdicts to compare", file=sys.stderr)
+            print(
+                f"error: {target} did not run to the end (pytest exit {ran.returncode}); "
+                "no verdicts to compare",
+                file=sys.stderr,
+            )
             return None
         if part.with_suffix(".json").is_file():
             parts.append(part.with_suffix(".json").read_text(encoding="utf-8"))
@@ -110,7 +113,9 @@ def run_parts(pytest_args: list[str], env: dict[str, str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m miles_verifiers_conformance.upstream", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m miles_verifiers_conformance.upstream", description=__doc__
+    )
     parser.add_argument(
         "--write-expected",
         action="store_true",
@@ -127,11 +132,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     adapter_dir = source / ADAPTER_DIR
     if not (adapter_dir / "verifiers_rollout.py").is_file():
-        print(f"error: {adapter_dir} has no verifiers_rollout.py; MILES_SRC must be a Miles "
-              "checkout with the Verifiers example", file=sys.stderr)
+        print(
+            f"error: {adapter_dir} has no verifiers_rollout.py; MILES_SRC must be a Miles "
+            "checkout with the Verifiers example",
+            file=sys.stderr,
+        )
         return 2
     try:
-        previous = parse_expectations(EXPECTED.read_text(encoding="utf-8"), str(EXPECTED)) if EXPECTED.is_file() else {}
+        previous = (
+            parse_expectations(EXPECTED.read_text(encoding="utf-8"), str(EXPECTED))
+            if EXPECTED.is_file()
+            else {}
+        )
     except ExpectationError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -144,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     if parts is None:
         return 2
     clauses, versions = merge_clause_results(parts, CLAUSES)
-    report = build_report(ADAPTER, versions, datetime.now(UTC).isoformat(timespec="seconds"), clauses)
+    report = build_report(
+        ADAPTER, versions, datetime.now(UTC).isoformat(timespec="seconds"), clauses
+    )
     REPORT.with_suffix(".json").write_text(report.to_json(), encoding="utf-8")
     observed = {c.id: c.verdict.value for c in clauses}
 
@@ -155,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         expected = previous
     REPORT.with_suffix(".md").write_text(
-        report.to_markdown().rstrip() + "\n\n" + "\n".join(behaviour_lines(observed, expected)) + "\n",
+        report.to_markdown().rstrip()
+        + "\n\n"
+        + "\n".join(behaviour_lines(observed, expected))
+        + "\n",
         encoding="utf-8",
     )
     print(f"written: {REPORT.relative_to(ROOT)}.md and .json")
@@ -169,11 +186,16 @@ def verdict(expected: dict, observed: dict) -> int:
     for difference in differences:
         print(f"verdict differs: {difference.describe()}", file=sys.stderr)
     for cid in missing_why:
-        print(f"unexplained: {cid} is expected {expected[cid].expected!r} with no why in "
-              f"{EXPECTED.relative_to(ROOT)}", file=sys.stderr)
+        print(
+            f"unexplained: {cid} is expected {expected[cid].expected!r} with no why in "
+            f"{EXPECTED.relative_to(ROOT)}",
+            file=sys.stderr,
+        )
     if differences or missing_why:
-        print(f"upstream verdicts: {len(differences)} difference(s), {len(missing_why)} unexplained",
-              file=sys.stderr)
+        print(
+            f"upstream verdicts: {len(differences)} difference(s), {len(missing_why)} unexplained",
+            file=sys.stderr,
+        )
         return 1
     print(f"upstream verdicts match {EXPECTED.relative_to(ROOT)} ({len(observed)} clauses)")
     return 0

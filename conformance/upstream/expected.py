@@ -45,7 +45,9 @@ class Difference:
 
     def describe(self) -> str:
         if self.expected is None:
-            return f"{self.clause}: observed {self.observed!r}, but the expectation file has no entry"
+            return (
+                f"{self.clause}: observed {self.observed!r}, but the expectation file has no entry"
+            )
         if self.observed is None:
             return f"{self.clause}: expected {self.expected!r}, but the report has no such clause"
         return f"{self.clause}: expected {self.expected!r}, observed {self.observed!r}"
@@ -59,7 +61,9 @@ def parse_expectations(text: str, source: str) -> dict[str, Expectation]:
         raise ExpectationError(f"{source} is not valid TOML: {error}") from None
     clauses = data.get("clauses")
     if not isinstance(clauses, dict):
-        raise ExpectationError(f"{source}: no [clauses.<ID>] tables; regenerate it with --write-expected")
+        raise ExpectationError(
+            f"{source}: no [clauses.<ID>] tables; regenerate it with --write-expected"
+        )
     out: dict[str, Expectation] = {}
     for clause, entry in clauses.items():
         where = f"{source} [clauses.{clause}]"
@@ -76,16 +80,16 @@ def parse_expectations(text: str, source: str) -> dict[str, Expectation]:
     return out
 
 
-def compare(
-    expected: Mapping[str, Expectation], observed: Mapping[str, str]
-) -> list[Difference]:
+def compare(expected: Mapping[str, Expectation], observed: Mapping[str, str]) -> list[Difference]:
     """Every clause whose observed verdict is not the expected one, in report order."""
     differences = [
         Difference(cid, expected[cid].expected if cid in expected else None, verdict)
         for cid, verdict in observed.items()
         if cid not in expected or expected[cid].expected != verdict
     ]
-    differences += [Difference(cid, e.expected, None) for cid, e in expected.items() if cid not in observed]
+    differences += [
+        Difference(cid, e.expected, None) for cid, e in expected.items() if cid not in observed
+    ]
     return differences
 
 
@@ -94,7 +98,9 @@ def unexplained(expected: Mapping[str, Expectation]) -> list[str]:
     return [cid for cid, e in expected.items() if not e.explained]
 
 
-def regenerate(observed: Mapping[str, str], previous: Mapping[str, Expectation]) -> dict[str, Expectation]:
+def regenerate(
+    observed: Mapping[str, str], previous: Mapping[str, Expectation]
+) -> dict[str, Expectation]:
     """The expectation for each observed verdict, keeping every ``why`` already written.
 
     A verdict other than "passed" without an earlier explanation gets the placeholder, which

@@ -329,7 +329,10 @@ def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_tra
 
     sample = convert(single_turn_trace, prefix_cache=usage.get)
 
-    assert (sample.prefix_cache_info.cached_tokens, sample.prefix_cache_info.total_prompt_tokens) == (4, 6)
+    assert (
+        sample.prefix_cache_info.cached_tokens,
+        sample.prefix_cache_info.total_prompt_tokens,
+    ) == (4, 6)
 
 
 def test_a_trace_the_engine_never_answered_keeps_empty_prefix_cache_counts(single_turn_trace):

@@ -198,9 +198,7 @@ def test_eval_minimum_tokens_are_compared_with_the_eval_response_cap(make_args):
 
 
 @pytest.mark.parametrize("seed", [2**64, 2**63, -1])
-def test_a_seed_the_router_cannot_carry_is_rejected_under_deterministic_inference(
-    make_args, seed
-):
+def test_a_seed_the_router_cannot_carry_is_rejected_under_deterministic_inference(make_args, seed):
     args = make_args(rollout_seed=seed, sglang_enable_deterministic_inference=True)
     with pytest.raises(InvalidOptionsError) as caught:
         validate_options(args)

@@ -429,9 +429,7 @@ def upstream_touches(path: Path) -> list[str]:
                 and _private(args[1].value)
             ):
                 found.append(f"{where} {ast.unparse(node)}")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            UPSTREAM_PACKAGES
-        ):
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(UPSTREAM_PACKAGES):
             parts = (node.module or "").split(".") + [alias.name for alias in node.names]
             if any(_private(part) for part in parts):
                 found.append(f"{where} from {node.module} import ...")

@@ -385,7 +385,9 @@ def test_top_logprobs_list_the_chosen_token_first(client: httpx.Client, prompt: 
     )
     meta = out["meta_info"]
     assert len(meta["output_top_logprobs"]) == len(out["output_ids"])
-    for row, (logprob, token, _) in zip(meta["output_top_logprobs"], meta["output_token_logprobs"], strict=False):
+    for row, (logprob, token, _) in zip(
+        meta["output_top_logprobs"], meta["output_token_logprobs"], strict=False
+    ):
         assert len(row) == 3 and row[0][:2] == [logprob, token]
         assert row[0][0] > row[1][0] > row[2][0]
     assert meta["input_top_logprobs"][0] is None and len(meta["input_top_logprobs"][1]) == 3

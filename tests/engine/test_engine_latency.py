@@ -17,9 +17,7 @@ from tests.engine.engine_support import ServeFactory, in_background, wait_in_fli
 PROMPT = [9707, 11, 1879, 0]
 
 
-def test_decode_latency_paces_every_generated_token(
-    serve: ServeFactory, early_timer: None
-) -> None:
+def test_decode_latency_paces_every_generated_token(serve: ServeFactory, early_timer: None) -> None:
     with (
         serve(latency=LatencyModel(decode_s_per_token=0.01)) as running,
         httpx.Client(base_url=running.base_url) as http,

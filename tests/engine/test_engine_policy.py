@@ -68,9 +68,7 @@ def test_questions_are_read_like_the_fixture_tasksets_write_them() -> None:
 
 def test_the_engine_reads_the_protocol_without_importing_verifiers() -> None:
     # The protocol lives outside the fixture harness package so the engine stays light.
-    code = (
-        "import sys, miles_verifiers_testkit.engine.policy; sys.exit('verifiers' in sys.modules)"
-    )
+    code = "import sys, miles_verifiers_testkit.engine.policy; sys.exit('verifiers' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 

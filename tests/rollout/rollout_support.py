@@ -60,7 +60,6 @@ miles_args = partial(
 )
 
 
-
 def point_at(args: Any, port: int) -> None:
     """The router address of the loopback engine on ``port`` onto the args, as Miles sets it."""
     kit.point_at_engine(args, "127.0.0.1", port)

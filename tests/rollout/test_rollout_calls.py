@@ -270,7 +270,9 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
 
     sample = output.samples[0][0]
     sample.validate()
-    runs = sum(1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask, strict=False) if b and not a)
+    runs = sum(
+        1 for a, b in zip([0, *sample.loss_mask], sample.loss_mask, strict=False) if b and not a
+    )
     assert runs == 2, "both assistant turns are sampled, the user turn between them is masked"
     assert not [r for r in caplog.records if "did not" in r.getMessage()]
 

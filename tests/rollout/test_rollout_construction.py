@@ -189,9 +189,7 @@ def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
 def test_a_seed_whose_derived_sampling_seeds_overflow_the_router_is_refused_by_flag(
     mode: dict[str, Any], use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    args = miles_args(
-        rollout_seed=2**63 - 2, sglang_enable_deterministic_inference=True, **mode
-    )
+    args = miles_args(rollout_seed=2**63 - 2, sglang_enable_deterministic_inference=True, **mode)
 
     error = construction_error(
         args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch

@@ -72,9 +72,7 @@ def test_a_failed_eval_group_keeps_its_episode_error_on_each_sample(
     samples = evaluate(fn, miles_loop).data["mv-faulty"]["samples"]
 
     assert [s.status.value for s in samples] == ["failed", "failed"]
-    assert all(
-        "group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in samples
-    )
+    assert all("group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in samples)
 
 
 def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(

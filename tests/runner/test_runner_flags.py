@@ -70,9 +70,7 @@ def test_unknown_prefix_of_a_known_flag_is_refused_not_expanded(parse, capsys):
 
 
 @pytest.mark.parametrize("command", ["rollout", "demo", "check"])
-def test_a_misspelled_miles_flag_is_a_usage_error_suggesting_the_real_one(
-    parse, capsys, command
-):
+def test_a_misspelled_miles_flag_is_a_usage_error_suggesting_the_real_one(parse, capsys, command):
     with pytest.raises(SystemExit) as exit_info:
         parse([command, "--n-sample-per-prompt", "4"])
     assert exit_info.value.code == 2

@@ -124,8 +124,10 @@ def test_the_test_kit_namespace_has_the_runners_miles_defaults():
     runner = vars(build_namespace({}))
     kit = vars(kit_miles_args())
 
-    differing = {
-        name for name in runner.keys() & kit.keys() if runner[name] != kit[name]
-    } - set(SMALL_RUN) - {"over_sampling_batch_size"}  # derived from the batch size
+    differing = (
+        {name for name in runner.keys() & kit.keys() if runner[name] != kit[name]}
+        - set(SMALL_RUN)
+        - {"over_sampling_batch_size"}
+    )  # derived from the batch size
     assert differing == set()
     assert runner.keys() <= kit.keys()

@@ -106,7 +106,9 @@ def _healthy(url: str) -> bool:
 def _serve_then_stop(words: list[str], cwd: Path) -> tuple[int, str]:
     """Start a serving command on a free port, wait for /health, Ctrl-C it."""
     port = str(_free_port())
-    words = [port if prev == "--port" else word for prev, word in zip(["", *words], words, strict=False)]
+    words = [
+        port if prev == "--port" else word for prev, word in zip(["", *words], words, strict=False)
+    ]
     process = subprocess.Popen(
         _argv(words), cwd=cwd, env=_environment(), stderr=subprocess.PIPE, text=True
     )
@@ -131,9 +133,7 @@ def test_the_readme_has_commands_and_every_skip_names_one_of_them():
         assert any(c.startswith(start) for c in COMMANDS), f"stale NOT_RUN entry: {start}"
 
 
-@pytest.mark.parametrize(
-    "command", COMMANDS, ids=[" ".join(shlex.split(c)[1:4]) for c in COMMANDS]
-)
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(shlex.split(c)[1:4]) for c in COMMANDS])
 def test_the_readme_command_runs_as_written(command: str, tmp_path: Path) -> None:
     reason = _skip_reason(command)
     if reason is not None:

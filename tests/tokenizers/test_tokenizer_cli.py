@@ -56,9 +56,18 @@ def test_subcommand_requires_an_action() -> None:
 
 def test_module_entry_point_runs_the_same_actions(fresh_build: BuildReport) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "miles_verifiers_testkit.tokenizers", "env", "--cache-dir",
-         str(fresh_build.cache_dir)],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "miles_verifiers_testkit.tokenizers",
+            "env",
+            "--cache-dir",
+            str(fresh_build.cache_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == export_lines(offline_environ(fresh_build.cache_dir))

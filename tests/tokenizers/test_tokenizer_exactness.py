@@ -86,9 +86,7 @@ def test_qwen3_added_token_is_one_id_at_its_published_position(qwen3, token, tok
 
 
 def test_qwen3_special_flags_match_the_published_config(qwen3) -> None:
-    special = {
-        entry.content: entry.special for entry in qwen3.added_tokens_decoder.values()
-    }
+    special = {entry.content: entry.special for entry in qwen3.added_tokens_decoder.values()}
     assert special == {token: token not in QWEN3_NON_SPECIAL for token in QWEN3_ADDED_IDS}
 
 

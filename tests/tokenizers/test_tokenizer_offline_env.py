@@ -31,7 +31,11 @@ print(json.dumps(loaded))
 def run_probe(code: str, env: dict[str, str], *args: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", code, *args],
-        env=env, capture_output=True, text=True, timeout=240, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -20,8 +20,11 @@ EXPECTED_RENDERER = {
 
 # renderers' golden corpus (PrimeIntellect-ai/renderers tests/golden_renderer_outputs.json
 # @08c9d78), recorded with the real hub tokenizers: (token count, sha256 prefix) per render.
-GOLDEN_MODEL = {"qwen3": "Qwen/Qwen3-0.6B", "llama-3": "meta-llama/Llama-3.2-1B-Instruct",
-                "gpt-oss": "openai/gpt-oss-20b"}
+GOLDEN_MODEL = {
+    "qwen3": "Qwen/Qwen3-0.6B",
+    "llama-3": "meta-llama/Llama-3.2-1B-Instruct",
+    "gpt-oss": "openai/gpt-oss-20b",
+}
 GOLDEN_CONFIG = {"gpt-oss": {"conversation_start_date": "2025-01-15"}}
 GOLDEN_BRIDGE_CONFIG = {"gpt-oss": {"auto_drop_analysis": False}}
 GOLDENS: dict[str, dict[str, tuple[int, str]]] = {
@@ -95,7 +98,9 @@ def render_golden_cases(tokenizer: Any, name: str) -> dict[str, list[int]]:
         history = renderer.render(SYSTEM_AND_USER, tools=tools).token_ids
         parser_input = completed.token_ids[len(history) :]
     else:
-        parser_input = [t for t, s in zip(completed.token_ids, completed.sampled_mask, strict=False) if s]
+        parser_input = [
+            t for t, s in zip(completed.token_ids, completed.sampled_mask, strict=False) if s
+        ]
 
     bridging = renderer_for(tokenizer, name, bridge=True)
     previous_prompt = bridging.render(SYSTEM_AND_USER, add_generation_prompt=True).token_ids
@@ -169,8 +174,12 @@ def qwen3_tool_turn(hub_tokenizer: Callable[[str], Any]) -> dict[str, Any]:
     bridged = renderer.bridge_to_next_turn(
         prompt.token_ids, completion, [TOOL_RESULT], tools=[WEATHER_TOOL]
     )
-    return {"renderer": renderer, "prompt": prompt.token_ids, "completion": completion,
-            "bridged": bridged}
+    return {
+        "renderer": renderer,
+        "prompt": prompt.token_ids,
+        "completion": completion,
+        "bridged": bridged,
+    }
 
 
 def test_qwen3_parses_the_sampled_tool_call(qwen3_tool_turn: dict[str, Any]) -> None:
@@ -194,8 +203,12 @@ def test_qwen3_bridged_tool_turn_equals_a_full_rerender(qwen3_tool_turn: dict[st
     history = [
         SYSTEM,
         QUESTION,
-        {"role": "assistant", "content": "", "reasoning_content": "I should call the tool.",
-         "tool_calls": [TOOL_CALL]},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I should call the tool.",
+            "tool_calls": [TOOL_CALL],
+        },
         TOOL_RESULT,
     ]
     full = qwen3_tool_turn["renderer"].render_ids(

@@ -150,7 +150,9 @@ def test_more_tokens_than_max_new_tokens_is_refused(sglang_answer: Answer) -> No
 
 def test_exactly_max_new_tokens_is_accepted(sglang_answer: Answer) -> None:
     answer = sglang_answer([1, 2], finish={"type": "length", "length": 2})
-    assert convert_generate_output(answer, rid="r", max_new_tokens=2)["choices"][0]["token_ids"] == [
+    assert convert_generate_output(answer, rid="r", max_new_tokens=2)["choices"][0][
+        "token_ids"
+    ] == [
         1,
         2,
     ]
