@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self
 
 from miles_verifiers._errors import RolloutCallError
+from miles_verifiers._owned_tasks import OwnedTasks
 from miles_verifiers._upstream import (
     interception_runners,
     set_rollout_context,
@@ -211,7 +212,7 @@ class CallScope:
     limits: CleanupLimits = field(default_factory=CleanupLimits)
     environment: Any = None
     _serving: Any = None
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _tasks: OwnedTasks = field(default_factory=OwnedTasks)
     _reusable: bool = True
 
     async def __aenter__(self) -> Self:
@@ -228,10 +229,7 @@ class CallScope:
     def spawn(
         self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
     ) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coroutine, name=name)
 
     async def __aexit__(self, *exc: object) -> None:
         try:
@@ -245,11 +243,9 @@ class CallScope:
     async def wind_down(self) -> None:
         """Stop serving, cancel leftover episodes and abort their requests (all bounded)."""
         self.client.end()
-        leftovers = [t for t in self._tasks if not t.done()]
+        leftovers = self._tasks.cancel_running()
         if not leftovers:
             return
-        for task in leftovers:
-            task.cancel()
         await self._abort_requests()
         done, still_running = await asyncio.wait(leftovers, timeout=self.limits.grace_s)
         if still_running:

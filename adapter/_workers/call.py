@@ -24,6 +24,7 @@ from typing import Any, Self
 import httpx
 
 from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error, warn_abort_failures
+from miles_verifiers._owned_tasks import OwnedTasks
 from miles_verifiers._workers.pool import RESTARTS_SETTING, WorkerPool, WorkerRestartLimitError
 from miles_verifiers._workers.protocol import CallStart, GroupRequest
 from miles_verifiers._workers.records import TraceView
@@ -47,7 +48,7 @@ class WorkerCallScope:
     limits: CleanupLimits = field(default_factory=CleanupLimits)
     restarts: int = 0
     prefixes: list[str] = field(default_factory=list)
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _tasks: OwnedTasks = field(default_factory=OwnedTasks)
     _usage: dict[str, Any] = field(default_factory=dict)
     _needs_backstop: bool = False
     _ended: bool = False
@@ -100,10 +101,7 @@ class WorkerCallScope:
     def spawn(
         self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
     ) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coroutine, name=name)
 
     async def run(self, slot: int, task_index: int) -> GroupRun:
         request = GroupRequest(
@@ -132,9 +130,7 @@ class WorkerCallScope:
         if self._ended:
             return
         self._ended = True
-        leftovers = [t for t in self._tasks if not t.done()]
-        for task in leftovers:
-            task.cancel()
+        leftovers = self._tasks.cancel_running()
         if leftovers:
             self._needs_backstop = True
             await asyncio.wait(leftovers, timeout=self.limits.grace_s)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from miles_verifiers._contract.compat import contract
 from miles_verifiers_conformance.checks import sample_fingerprint as fingerprint
 from miles_verifiers_testkit import miles as kit
 from miles_verifiers_testkit.miles import (
@@ -34,6 +35,7 @@ __all__ = [
     "RecordingEngine",
     "RolloutFnFactory",
     "call",
+    "eval_input",
     "fingerprint",
     "flat",
     "in_worker_thread",
@@ -41,6 +43,8 @@ __all__ = [
     "point_at",
     "task_data",
     "task_prompts",
+    "train_fingerprints",
+    "train_input",
     "write_config",
 ]
 
@@ -63,3 +67,21 @@ miles_args = partial(
 def point_at(args: Any, port: int) -> None:
     """The router address of the loopback engine on ``port`` onto the args, as Miles sets it."""
     kit.point_at_engine(args, "127.0.0.1", port)
+
+
+def train_input(rollout_id: int, weight_version: int | None = None) -> Any:
+    """Miles' train call input for ``rollout_id``."""
+    return contract().RolloutFnTrainInput(rollout_id=rollout_id, weight_version=weight_version)
+
+
+def eval_input(rollout_id: int) -> Any:
+    """Miles' eval call input for ``rollout_id``."""
+    return contract().RolloutFnEvalInput(rollout_id=rollout_id)
+
+
+def train_fingerprints(fn: Any, loop: MilesLoop, rollouts: int = 2) -> list[list[Any]]:
+    """The fingerprints of the samples of train calls 0 .. ``rollouts`` - 1, call by call."""
+    return [
+        [fingerprint(s) for s in flat(call(fn, train_input(r), loop).samples)]
+        for r in range(rollouts)
+    ]

@@ -13,16 +13,18 @@ from typing import Any
 import pytest
 
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-from miles_verifiers._contract.compat import contract
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
     RolloutFnFactory,
     call,
+    eval_input,
     fingerprint,
     flat,
     miles_args,
+    train_fingerprints,
+    train_input,
     write_config,
 )
 from tests.workers.processes import descendants, wait_until
@@ -30,14 +32,6 @@ from tests.workers.processes import descendants, wait_until
 pytestmark = pytest.mark.slow
 
 WORKER_MODULE = "miles_verifiers._workers.child"
-
-
-def train_input(rollout_id: int) -> Any:
-    return contract().RolloutFnTrainInput(rollout_id=rollout_id)
-
-
-def eval_input(rollout_id: int) -> Any:
-    return contract().RolloutFnEvalInput(rollout_id=rollout_id)
 
 
 def workers(count: int = 2, **more: Any) -> AdapterSettings:
@@ -77,17 +71,11 @@ def test_two_workers_train_the_same_samples_as_one_process(
 ) -> None:
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
     alone = build_rollout_fn(deterministic_args(), config)
-    expected = [
-        [fingerprint(s) for s in flat(call(alone, train_input(r), miles_loop).samples)]
-        for r in range(2)
-    ]
+    expected = train_fingerprints(alone, miles_loop)
 
     fn = build_rollout_fn(deterministic_args(), config, workers(2))
     close_after(fn)
-    got = [
-        [fingerprint(s) for s in flat(call(fn, train_input(r), miles_loop).samples)]
-        for r in range(2)
-    ]
+    got = train_fingerprints(fn, miles_loop)
 
     assert got == expected
 

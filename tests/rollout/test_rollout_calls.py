@@ -19,24 +19,19 @@ from tests.rollout.rollout_support import (
     RecordingEngine,
     RolloutFnFactory,
     call,
+    eval_input,
     fingerprint,
     flat,
     in_worker_thread,
     miles_args,
     point_at,
     task_prompts,
+    train_fingerprints,
+    train_input,
     write_config,
 )
 
 HOOKS = "tests.rollout.hooks_for_tests"
-
-
-def train_input(rollout_id: int) -> Any:
-    return contract().RolloutFnTrainInput(rollout_id=rollout_id)
-
-
-def eval_input(rollout_id: int) -> Any:
-    return contract().RolloutFnEvalInput(rollout_id=rollout_id)
 
 
 def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_other(
@@ -59,10 +54,7 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
         return args, build_rollout_fn(args, config)
 
     _, alone = fresh()
-    expected = [
-        [fingerprint(s) for s in flat(call(alone, train_input(r), miles_loop).samples)]
-        for r in range(2)
-    ]
+    expected = train_fingerprints(alone, miles_loop)
 
     _, shared = fresh()
 

@@ -14,6 +14,7 @@ from tests.rollout.rollout_support import (
     RecordingEngine,
     RolloutFnFactory,
     call,
+    eval_input,
     miles_args,
     task_data,
     write_config,
@@ -23,7 +24,7 @@ HOOKS = "tests.rollout.hooks_for_tests"
 
 
 def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
-    return call(fn, contract().RolloutFnEvalInput(rollout_id=rollout_id), loop)
+    return call(fn, eval_input(rollout_id), loop)
 
 
 def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_aligned(

@@ -32,6 +32,7 @@ from tests.rollout.rollout_support import (
     point_at,
     task_data,
     task_prompts,
+    train_input,
     write_config,
 )
 
@@ -39,11 +40,7 @@ TRAINABLE = {"completed", "truncated"}
 
 
 def train(fn: Any, rollout_id: int, loop: MilesLoop, weight_version: int | None = None) -> Any:
-    return call(
-        fn,
-        contract().RolloutFnTrainInput(rollout_id=rollout_id, weight_version=weight_version),
-        loop,
-    )
+    return call(fn, train_input(rollout_id, weight_version), loop)
 
 
 def prompt_of(sample: Any, prompts: list[str]) -> str:
