@@ -77,6 +77,25 @@ class Scale:
     """Latency-modelled plans every worker count is measured at."""
 
 
+def one_engine_batch(
+    name: str, description: str, decode_s_per_token: float, *, min_new_tokens: int = 0
+) -> SaturationPlan:
+    """One engine as the standard scale models it: 64 sequences in the batch, prompts at
+    50k tokens/s, 128 requests in flight from 64 groups of 4, two measured calls."""
+    return SaturationPlan(
+        name=name,
+        description=description,
+        prefill_s_per_token=0.00002,
+        decode_s_per_token=decode_s_per_token,
+        batch_capacity=64,
+        concurrency=128,
+        groups=64,
+        samples_per_group=4,
+        rounds=2,
+        min_new_tokens=min_new_tokens,
+    )
+
+
 STANDARD = Scale(
     name="standard",
     rounds=3,
@@ -107,29 +126,17 @@ STANDARD = Scale(
         # A small model on one GPU: 50 tokens/s per sequence, 64 sequences in the batch. The
         # fixture replies are short (~10 tokens), so this is a request rate far above a real
         # RL run's: it finds where the trainer-side process runs out of CPU.
-        SaturationPlan(
+        one_engine_batch(
             name="decode50",
             description="50 tokens/s per sequence, 64 sequences",
-            prefill_s_per_token=0.00002,  # 50k prompt tokens/s
             decode_s_per_token=0.02,
-            batch_capacity=64,
-            concurrency=128,
-            groups=64,
-            samples_per_group=4,
-            rounds=2,
         ),
         # The same batch with each request held about one second, as long RL responses hold
         # it: the request rate (~60/s per engine) of a real run.
-        SaturationPlan(
+        one_engine_batch(
             name="rl-rate",
             description="~1 s per request, 64 sequences",
-            prefill_s_per_token=0.00002,
             decode_s_per_token=0.1,
-            batch_capacity=64,
-            concurrency=128,
-            groups=64,
-            samples_per_group=4,
-            rounds=2,
         ),
     ),
     memory_rollouts=1000,
@@ -144,27 +151,15 @@ STANDARD = Scale(
     worker_saturation=(
         # About one second per request either way: ~10-token replies at 10 tokens/s, or
         # 200-token replies at 200 tokens/s per sequence.
-        SaturationPlan(
+        one_engine_batch(
             name="rl-rate-short",
             description="~1 s per request, ~10-token replies, 64 sequences",
-            prefill_s_per_token=0.00002,
             decode_s_per_token=0.1,
-            batch_capacity=64,
-            concurrency=128,
-            groups=64,
-            samples_per_group=4,
-            rounds=2,
         ),
-        SaturationPlan(
+        one_engine_batch(
             name="rl-rate-long",
             description="~1 s per request, 200-token replies, 64 sequences",
-            prefill_s_per_token=0.00002,
             decode_s_per_token=0.005,
-            batch_capacity=64,
-            concurrency=128,
-            groups=64,
-            samples_per_group=4,
-            rounds=2,
             min_new_tokens=200,
         ),
     ),

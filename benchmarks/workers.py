@@ -12,12 +12,15 @@ goals and the projection are checked by unit tests without running anything.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks.ratios import round_ratios
 from benchmarks.results import BenchResult, Better, ParamValue
+
+if TYPE_CHECKING:  # the recorder's module imports this one (through the report)
+    from benchmarks.recorder import Recorder
 
 IN_PROCESS = "in-process"
 WORKER_BACKEND = "local"
@@ -280,22 +283,58 @@ class CallLike(Protocol):
     def env_cpu_s(self) -> float: ...
 
 
-class FigureSink(Protocol):
-    def record(
-        self,
-        key: str,
-        samples: list[float],
-        *,
-        group: str,
-        label: str,
-        unit: str,
-        better: Better = "higher",
-        **params: ParamValue,
-    ) -> Any: ...
+@dataclass(frozen=True)
+class _PerVariant:
+    """One figure recorded for each variant: its name, unit, direction and label, and the
+    value of one measured call."""
+
+    name: str
+    unit: str
+    better: Better
+    label: str  # formatted with ``taskset`` and ``variant``
+    value: Callable[[CallLike], float]
+
+
+_PER_VARIANT = (
+    _PerVariant(
+        "rollouts_per_s",
+        "rollouts/s",
+        "higher",
+        "{taskset} rollouts/s, {variant}",
+        lambda c: c.rollouts / c.wall_s,
+    ),
+    _PerVariant(
+        "model_turns_per_s",
+        "turns/s",
+        "higher",
+        "{taskset} model turns/s, {variant}",
+        lambda c: c.model_turns / c.wall_s,
+    ),
+    _PerVariant(
+        "trainer_cpu_ms_per_turn",
+        "ms",
+        "lower",
+        "{taskset} trainer-process CPU per model turn, {variant}",
+        lambda c: per_turn_ms(c.trainer_cpu_s, c.model_turns),
+    ),
+    _PerVariant(
+        "worker_cpu_ms_per_turn",
+        "ms",
+        "lower",
+        "{taskset} CPU of the trainer's child processes (workers, environment servers) "
+        "per model turn, {variant}",
+        lambda c: per_turn_ms(c.env_cpu_s, c.model_turns),
+    ),
+)
+
+
+def _variant_params(variant: str, **params: ParamValue) -> dict[str, ParamValue]:
+    workers = workers_of(variant)
+    return {**params, "variant": variant, **({} if workers is None else {"workers": workers})}
 
 
 def record_worker_point(
-    recorder: FigureSink, taskset: str, calls: Mapping[str, Sequence[CallLike]]
+    recorder: Recorder, taskset: str, calls: Mapping[str, Sequence[CallLike]]
 ) -> None:
     """Throughput and per-turn CPU of each variant, and its throughput over in-process.
 
@@ -307,47 +346,17 @@ def record_worker_point(
         if not rounds:
             continue
         key = f"workers.{taskset}.{variant}"
-        params: dict[str, ParamValue] = {"taskset": taskset, "variant": variant}
-        workers = workers_of(variant)
-        if workers is not None:
-            params["workers"] = workers
-        recorder.record(
-            f"{key}.rollouts_per_s",
-            [c.rollouts / c.wall_s for c in rounds],
-            group="workers",
-            label=f"{taskset} rollouts/s, {variant}",
-            unit="rollouts/s",
-            **params,
-        )
-        recorder.record(
-            f"{key}.model_turns_per_s",
-            [c.model_turns / c.wall_s for c in rounds],
-            group="workers",
-            label=f"{taskset} model turns/s, {variant}",
-            unit="turns/s",
-            **params,
-        )
-        recorder.record(
-            f"{key}.trainer_cpu_ms_per_turn",
-            [per_turn_ms(c.trainer_cpu_s, c.model_turns) for c in rounds],
-            group="workers",
-            label=f"{taskset} trainer-process CPU per model turn, {variant}",
-            unit="ms",
-            better="lower",
-            **params,
-        )
-        recorder.record(
-            f"{key}.worker_cpu_ms_per_turn",
-            [per_turn_ms(c.env_cpu_s, c.model_turns) for c in rounds],
-            group="workers",
-            label=(
-                f"{taskset} CPU of the trainer's child processes (workers, environment "
-                f"servers) per model turn, {variant}"
-            ),
-            unit="ms",
-            better="lower",
-            **params,
-        )
+        params = _variant_params(variant, taskset=taskset)
+        for figure in _PER_VARIANT:
+            recorder.record(
+                f"{key}.{figure.name}",
+                [figure.value(c) for c in rounds],
+                group="workers",
+                label=figure.label.format(taskset=taskset, variant=variant),
+                unit=figure.unit,
+                better=figure.better,
+                **params,
+            )
         if variant != IN_PROCESS and len(baseline) == len(rounds):
             recorder.record(
                 f"{key}.throughput_over_in_process",
@@ -363,7 +372,7 @@ def record_worker_point(
 
 
 def record_worker_saturation(
-    recorder: FigureSink,
+    recorder: Recorder,
     plan: str,
     description: str,
     decode_s_per_token: float,
@@ -375,10 +384,7 @@ def record_worker_saturation(
         if not pairs:
             continue
         key = f"workers_saturation.{plan}.{variant}"
-        params: dict[str, ParamValue] = {"plan": plan, "variant": variant}
-        workers = workers_of(variant)
-        if workers is not None:
-            params["workers"] = workers
+        params = _variant_params(variant, plan=plan)
         adapter = [c.sampled_tokens / c.wall_s for c, _ in pairs]
         ceiling = [direct for _, direct in pairs]
         mean_tokens = [c.sampled_tokens / max(1, c.model_turns) for c, _ in pairs]
