@@ -300,6 +300,8 @@ class VerifiersRolloutFn:
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
         self._workers = _episode_workers(self._run)
+        # Sampling keys the router drops, warned about once per rollout function.
+        self._router_drops_warned: set[str] = set()
         # Workers are stopped on close(), when this instance is collected, and at exit.
         self._stop_workers = (
             weakref.finalize(self, self._workers.close) if self._workers is not None else None
@@ -348,7 +350,7 @@ class VerifiersRolloutFn:
         run = self._run
         rid_prefix = new_rid_prefix(mode)
         settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
-        transport = SGLangTransport(settings)
+        transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
         if self._workers is not None:
             return self._worker_scope(mode, rid_prefix, transport)
         client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)

@@ -61,10 +61,6 @@ logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[Any]]
 
-# Sampling keys already warned about as dropped by the router: once per process, not per call.
-_ROUTER_DROPS_WARNED: set[str] = set()
-
-
 # A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
@@ -95,6 +91,9 @@ class SGLangTransport:
 
     Safe for many concurrent tasks on one event loop. ``http_transport`` replaces httpx's
     network layer (tests use ``httpx.MockTransport``); ``sleep`` is the backoff wait.
+    ``router_drops_warned`` holds the sampling keys already warned about as dropped by the
+    router; an owner that makes one transport per call passes one set to all of them, so the
+    warning comes once per owner rather than once per call.
     """
 
     def __init__(
@@ -103,8 +102,10 @@ class SGLangTransport:
         *,
         http_transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
+        router_drops_warned: set[str] | None = None,
     ) -> None:
         self._settings = settings
+        self._router_drops_warned = set() if router_drops_warned is None else router_drops_warned
         self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
         self._rid_numbers = itertools.count()
         self._sessions = SessionLedger(settings.session_cache_size)
@@ -357,9 +358,9 @@ class SGLangTransport:
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         lost = keys_dropped_by_router(call.payload["sampling_params"], self._settings.router)
-        lost_new = [key for key in lost if key not in _ROUTER_DROPS_WARNED]
+        lost_new = [key for key in lost if key not in self._router_drops_warned]
         if lost_new:
-            _ROUTER_DROPS_WARNED.update(lost_new)
+            self._router_drops_warned.update(lost_new)
             logger.warning(
                 "the %s in front of the engines drops sampling param(s) %s without an error, so "
                 "they have no effect; run Miles with --use-miles-router to keep them",

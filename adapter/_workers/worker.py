@@ -119,6 +119,7 @@ class WorkerHandler:
         self._builder = builder
         self._built: _Built | None = None
         self._calls: dict[str, _Call] = {}
+        self._router_drops_warned: set[str] = set()  # warned once per worker
 
     async def handle_frame(self, data: bytes) -> bytes:
         """Request bytes in, reply bytes out (never raises for a bad request)."""
@@ -171,7 +172,7 @@ class WorkerHandler:
         settings = TransportSettings.model_validate(
             {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
         )
-        transport = SGLangTransport(settings)
+        transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
         client = MilesTrainClient(transport, built.renderer_pool, built.renderer_spec)
         scope = CallScope(built.environments, transport, client, built.limits)
         await scope.__aenter__()

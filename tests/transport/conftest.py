@@ -118,7 +118,7 @@ class Harness:
 
 @pytest.fixture
 def make_harness() -> Callable[..., Harness]:
-    def build(**overrides: Any) -> Harness:
+    def build(*, router_drops_warned: set[str] | None = None, **overrides: Any) -> Harness:
         engine = FakeSGLang()
         sleeps: list[float] = []
 
@@ -126,7 +126,10 @@ def make_harness() -> Callable[..., Harness]:
             sleeps.append(seconds)
 
         transport = SGLangTransport(
-            settings_for(**overrides), http_transport=engine.transport(), sleep=record_sleep
+            settings_for(**overrides),
+            http_transport=engine.transport(),
+            sleep=record_sleep,
+            router_drops_warned=router_drops_warned,
         )
         return Harness(engine=engine, transport=transport, sleeps=sleeps)
 

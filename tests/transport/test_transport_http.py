@@ -443,6 +443,31 @@ def test_keys_the_rust_router_drops_are_warned_about_once(make_harness, echo_rep
     assert "logit_bias" in warnings[0]
 
 
+def _router_drop_warnings(make_harness, echo_reply, caplog, shared: set[str] | None) -> int:
+    """Dropped-key warnings from two transports (two calls), each posting logit_bias once."""
+    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+    for _ in range(2):
+        h = make_harness(router="sglang-router", router_drops_warned=shared)
+        h.engine.replies.append(echo_reply([1]))
+        run(post(h.transport, renderer_body(logit_bias={"7": 1.0})))
+    return len([r for r in caplog.records if "drops sampling param" in r.getMessage()])
+
+
+def test_transports_sharing_a_warned_set_warn_about_a_dropped_key_once(
+    make_harness, echo_reply, caplog
+) -> None:
+    shared: set[str] = set()
+
+    assert _router_drop_warnings(make_harness, echo_reply, caplog, shared) == 1
+    assert shared == {"logit_bias"}
+
+
+def test_transports_of_different_owners_each_warn_about_a_dropped_key(
+    make_harness, echo_reply, caplog
+) -> None:
+    assert _router_drop_warnings(make_harness, echo_reply, caplog, None) == 2
+
+
 def test_a_pass_through_router_gives_no_dropped_key_warning(make_harness, echo_reply, caplog):
     h = make_harness(router="pass-through")
     h.engine.replies.append(echo_reply([1]))
