@@ -76,8 +76,10 @@ LEFTOVER_WAIT_S = 10.0
 
 @pytest.fixture(autouse=True)
 def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a test whose call ran past its deadline, cancel what it left on the Miles loop
-    and abort everything on its engine (bounded), so the next test starts on a clean engine.
+    """After each test, close the rollout functions it built (when the adapter has a
+    ``close()``). After a test whose call ran past its deadline, also cancel what it left on
+    the Miles loop and abort everything on its engine (bounded), so the next test starts on
+    a clean engine.
 
     Cheaper than an engine per test, and only paid after a hang: between calls a
     well-behaved adapter runs nothing on the loop.
@@ -88,14 +90,19 @@ def no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     loop = request.getfixturevalue("miles_loop")
     overruns = loop.overruns
     yield
-    if loop.overruns == overruns:
-        return
-    loop.cancel_leftovers(LEFTOVER_WAIT_S)
-    for name in ("world", "deployment_world"):
-        world = request.node.funcargs.get(name)  # type: ignore[attr-defined]
-        if world is not None:
+    worlds = [
+        world
+        for name in ("world", "deployment_world")
+        if (world := request.node.funcargs.get(name)) is not None  # type: ignore[attr-defined]
+    ]
+    hung = loop.overruns != overruns
+    if hung:
+        loop.cancel_leftovers(LEFTOVER_WAIT_S)
+    for world in worlds:
+        if hung:
             world.engine.abort(abort_all=True)
             world.engine.wait_until_idle(LEFTOVER_WAIT_S)
+        world.close_started()
 
 
 @pytest.fixture(scope="session")
