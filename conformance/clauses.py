@@ -110,7 +110,7 @@ CLAUSES: Final = MappingProxyType(
         "committed snapshots (token ids, decoded text, per-message spans).",
         "SNP-2": "Snapshots were recorded with the installed Verifiers and Renderers versions.",
         "SNP-3": "A fixed-seed training rollout matches its snapshot (tokens, masks, logprobs, "
-        "rewards, statuses, order).",
+        "rewards, statuses, order), even when the engine finishes its requests in reverse.",
         "SNP-4": "A fixed-seed eval matches its snapshot.",
         # Added with issue 15 (defects of Miles' own adapter the suite could not see). Tier:
         # every one of these is Miles contract (what any correct adapter must do), not a

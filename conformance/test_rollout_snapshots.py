@@ -2,7 +2,9 @@
 
 With deterministic inference on (seeds sent to the engine) and the seeded scripted policy,
 every token, mask, logprob, reward, status and the order of samples is reproducible, so any
-change in what the adapter hands Miles shows up here as a reviewable diff.
+change in what the adapter hands Miles shows up here as a reviewable diff. The training
+rollout runs with the engine answering in the reverse of arrival order, so an order that
+follows completion rather than the tasks cannot match by luck.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from miles_verifiers_conformance.checks import status_name
 from miles_verifiers_conformance.miles_side import flatten, miles_args
 from miles_verifiers_conformance.snapshot_text import document, ids_line, text_block
 from miles_verifiers_conformance.world import MilesWorld, write_config
+from miles_verifiers_testkit.engine import FaultPlan
 
 TASKSET = {"num_tasks": 4, "seed": 0}
 
@@ -70,7 +73,9 @@ def sample_lines(title: str, sample: Any, decode: Callable[[list[int]], str]) ->
 def test_fixed_seed_training_rollouts_match_the_snapshot(
     world: MilesWorld, workdir: Path, qwen_tokenizer: Any, token_snapshot: Callable[[str], None]
 ) -> None:
-    world.engine.reset()
+    # The engine finishes each burst of calls last arrival first: the pinned order must not
+    # depend on which episode happens to finish first.
+    world.engine.reset(faults=FaultPlan(completion_order="reversed"))
     args = fixed_args()
     fn = world.start(args, write_config(workdir, "mv_arith", taskset=TASKSET))
 
