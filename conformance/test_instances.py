@@ -17,7 +17,7 @@ from miles_verifiers_conformance.checks import TRAINABLE_STATUSES, check_train_o
 from miles_verifiers_conformance.miles_side import miles_args
 from miles_verifiers_conformance.test_eval import check_eval_entry
 from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
-from miles_verifiers_testkit.engine import LatencyModel
+from miles_verifiers_testkit.engine import FaultPlan, LatencyModel
 
 LEGACY_FUNCTION = "generate_rollout"
 
@@ -28,8 +28,13 @@ def test_overlapping_train_and_eval_calls_keep_their_own_samples(
     world: MilesWorld, workdir: Path, taskset: str
 ) -> None:
     # Every answer takes a while to decode, so the two calls are in flight together; the train
-    # call over-samples, so it ends with tasks it started and no longer needs.
-    world.engine.reset(latency=LatencyModel(decode_s_per_token=0.004))
+    # call over-samples, so it ends with tasks it started and no longer needs. The engine
+    # finishes each burst of requests last arrival first, so which task the train call keeps
+    # cannot depend on which episode happened to finish first.
+    world.engine.reset(
+        latency=LatencyModel(decode_s_per_token=0.004),
+        faults=FaultPlan(completion_order="reversed"),
+    )
     config = write_config(workdir, taskset, taskset={"num_tasks": 4})
     prompts = [str(d.prompt) for d in load_task_data(config)]
     args = miles_args(
