@@ -155,6 +155,10 @@ def _urls_from_list(body: object) -> list[str]:
     return urls
 
 
+# A transport error (not a timeout) on an abort post gets one more try.
+ABORT_ATTEMPTS = 2
+
+
 async def abort_on_workers(
     client: httpx.AsyncClient,
     worker_urls: Sequence[str],
@@ -177,12 +181,23 @@ async def abort_on_workers(
 
     async def post_one(worker: str, rid: str) -> None:
         async with gate:
-            try:
-                response = await client.post(
-                    f"{worker}/abort_request", json={"rid": rid}, timeout=timeout_s
-                )
-            except httpx.HTTPError as exc:
-                failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
+            for attempt in range(ABORT_ATTEMPTS):
+                try:
+                    response = await client.post(
+                        f"{worker}/abort_request", json={"rid": rid}, timeout=timeout_s
+                    )
+                    break
+                except httpx.TransportError as exc:
+                    # A pooled connection the worker had already closed fails at once;
+                    # aborting twice is harmless, so one more try on a new connection.
+                    if attempt + 1 < ABORT_ATTEMPTS and not isinstance(exc, httpx.TimeoutException):
+                        continue
+                    failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
+                    return
+                except httpx.HTTPError as exc:
+                    failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
+                    return
+            else:  # pragma: no cover - the loop always breaks or returns
                 return
             if response.status_code != 200:
                 failures.append((worker, rid, f"HTTP {response.status_code}: {response.text}"))

@@ -206,3 +206,37 @@ def test_transport_abort_cancels_its_in_flight_request(make_settings) -> None:
     assert report.workers == ("http://worker.test:1",)
     assert set(report.rids) == {"job-", "job-0"}
     assert transport.in_flight_rids == frozenset()
+
+
+def _abort_answers(*answers: Any) -> tuple[httpx.MockTransport, list[httpx.Request]]:
+    """A worker whose abort posts get ``answers`` in turn (an exception is raised)."""
+    pending = list(answers)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        answer = pending.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return httpx.MockTransport(handler), seen
+
+
+def test_an_abort_post_whose_connection_drops_is_tried_once_more() -> None:
+    transport, seen = _abort_answers(httpx.ReadError("closed"), httpx.Response(200))
+    report = run_with(transport, lambda c: abort_on_workers(c, ["http://w1:1"], ["p-"]))
+    assert report.ok and len(seen) == 2
+
+
+def test_an_abort_post_that_keeps_failing_is_reported_after_two_tries() -> None:
+    transport, seen = _abort_answers(httpx.ReadError("closed"), httpx.ReadError("closed"))
+    report = run_with(transport, lambda c: abort_on_workers(c, ["http://w1:1"], ["p-"]))
+    assert not report.ok and len(seen) == 2
+    assert "ReadError" in report.failures[0][2]
+
+
+def test_an_abort_post_that_times_out_is_not_tried_again() -> None:
+    transport, seen = _abort_answers(httpx.ReadTimeout("slow"))
+    report = run_with(transport, lambda c: abort_on_workers(c, ["http://w1:1"], ["p-"]))
+    assert not report.ok and len(seen) == 1
