@@ -155,8 +155,19 @@ def _urls_from_list(body: object) -> list[str]:
     return urls
 
 
-# A transport error (not a timeout) on an abort post gets one more try.
-ABORT_ATTEMPTS = 2
+async def _post_abort(
+    client: httpx.AsyncClient, worker: str, rid: str, timeout_s: float
+) -> httpx.Response:
+    """One ``/abort_request`` post. A pooled connection the worker had already closed fails
+    at once (a transport error that is not a timeout); aborting twice is harmless, so that
+    post gets one more try, on a new connection."""
+    url, body = f"{worker}/abort_request", {"rid": rid}
+    try:
+        return await client.post(url, json=body, timeout=timeout_s)
+    except httpx.TimeoutException:
+        raise
+    except httpx.TransportError:
+        return await client.post(url, json=body, timeout=timeout_s)
 
 
 async def abort_on_workers(
@@ -181,23 +192,10 @@ async def abort_on_workers(
 
     async def post_one(worker: str, rid: str) -> None:
         async with gate:
-            for attempt in range(ABORT_ATTEMPTS):
-                try:
-                    response = await client.post(
-                        f"{worker}/abort_request", json={"rid": rid}, timeout=timeout_s
-                    )
-                    break
-                except httpx.TransportError as exc:
-                    # A pooled connection the worker had already closed fails at once;
-                    # aborting twice is harmless, so one more try on a new connection.
-                    if attempt + 1 < ABORT_ATTEMPTS and not isinstance(exc, httpx.TimeoutException):
-                        continue
-                    failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
-                    return
-                except httpx.HTTPError as exc:
-                    failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
-                    return
-            else:  # pragma: no cover - the loop always breaks or returns
+            try:
+                response = await _post_abort(client, worker, rid, timeout_s)
+            except httpx.HTTPError as exc:
+                failures.append((worker, rid, f"{type(exc).__name__}: {exc}"))
                 return
             if response.status_code != 200:
                 failures.append((worker, rid, f"HTTP {response.status_code}: {response.text}"))
