@@ -490,7 +490,7 @@ def _sampling_problems(args: Any) -> list[OptionProblem]:
         label = (
             "args.rollout_min_new_tokens"
             if attribute.startswith("rollout")
-            else ("--eval-min-new-tokens")
+            else "--eval-min-new-tokens"
         )
         if value is not None:
             found.append(_min_new_tokens_problem(value, label, cap, cap_flag))
