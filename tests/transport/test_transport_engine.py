@@ -18,6 +18,7 @@ from verifiers.v1.types import Response, SamplingConfig
 from miles_verifiers._transport import SGLangTransport, TransportSettings
 from miles_verifiers_testkit.engine import EngineConfig, FaultPlan, LatencyModel, serve_engine
 from miles_verifiers_testkit.engine.server import RunningEngine
+from tests.transport.abort_support import abort_mid_turn
 
 MODEL = "Qwen/Qwen3-0.6B"
 CONTEXT_LEN = 512
@@ -101,13 +102,20 @@ def make_client(renderer_pool: Any) -> MakeClient:
     return build
 
 
-async def ask(
+async def respond(
     client: TrainClient, text: str = QUESTION, session: str = "a" * 32, **sampling: Any
 ) -> Response:
     config = SamplingConfig(temperature=1.0, max_tokens=64, **sampling)
     body = {"messages": [{"role": "user", "content": text}]}
+    return await client.get_response(ChatDialect(), body, MODEL, config, session_id=session)
+
+
+async def ask(
+    client: TrainClient, text: str = QUESTION, session: str = "a" * 32, **sampling: Any
+) -> Response:
+    """One turn, then the client closed (as a caller done with it would)."""
     try:
-        return await client.get_response(ChatDialect(), body, MODEL, config, session_id=session)
+        return await respond(client, text, session, **sampling)
     finally:
         await client.close()
 
@@ -235,22 +243,12 @@ def test_the_models_probe_agrees_with_the_engine(
     assert ours == theirs
 
 
-async def abort_mid_turn(
-    client: Any, transport: Any, engine: Any
-) -> tuple[BaseException | None, Any]:
-    """Start a turn, abort the transport's requests once the engine holds it, and return the
-    turn's ProviderError (None if it completed) with the abort report."""
-    turn = asyncio.create_task(ask(client))
-    for _ in range(500):
-        if engine.in_flight_rids():
-            break
-        await asyncio.sleep(0.01)
-    report = await transport.abort()
-    try:
-        await asyncio.wait_for(turn, timeout=10)
-    except ProviderError as exc:
-        return exc, report
-    return None, report
+async def abort_a_turn(
+    client: TrainClient, transport: SGLangTransport, engine: Any
+) -> tuple[ProviderError | None, Any]:
+    return await abort_mid_turn(
+        client, transport, respond(client), engine.in_flight_rids, turn_timeout_s=10
+    )
 
 
 def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
@@ -259,7 +257,7 @@ def test_aborting_leftover_work_ends_the_turn_as_a_provider_error(
     clean_engine.engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     client, transport = make_client(clean_engine.base_url)
 
-    error, report = asyncio.run(abort_mid_turn(client, transport, clean_engine.engine))
+    error, report = asyncio.run(abort_a_turn(client, transport, clean_engine.engine))
     assert isinstance(error, ProviderError)
     assert error.status_code == 503
     assert "aborted" in str(error)
@@ -280,7 +278,7 @@ def test_an_abort_sweep_against_a_direct_worker_leaves_nothing_running(
     with serve_engine(config) as running:
         client, transport = make_client(running.base_url)
 
-        error, report = asyncio.run(abort_mid_turn(client, transport, running.engine))
+        error, report = asyncio.run(abort_a_turn(client, transport, running.engine))
         assert report.ok
         assert report.workers == (running.base_url,)
         assert isinstance(error, ProviderError) and "aborted" in str(error)

@@ -28,6 +28,7 @@ from miles_verifiers_testkit.engine.topology import (
     TopologyUnavailable,
     serve_topology,
 )
+from tests.transport.abort_support import abort_mid_turn
 
 MODEL = "Qwen/Qwen3-0.6B"
 CONTEXT_LEN = 512
@@ -100,11 +101,16 @@ def client_for(
     return client, transport
 
 
-async def ask(client: TrainClient, **sampling: Any) -> Response:
+async def respond(client: TrainClient, **sampling: Any) -> Response:
     config = SamplingConfig(temperature=1.0, max_tokens=32, **sampling)
     body = {"messages": [{"role": "user", "content": "What is 3 + 4?"}]}
+    return await client.get_response(ChatDialect(), body, MODEL, config, session_id="a" * 32)
+
+
+async def ask(client: TrainClient, **sampling: Any) -> Response:
+    """One turn, then the client closed (as a caller done with it would)."""
     try:
-        return await client.get_response(ChatDialect(), body, MODEL, config, session_id="a" * 32)
+        return await respond(client, **sampling)
     finally:
         await client.close()
 
@@ -131,20 +137,11 @@ def test_an_abort_sweep_leaves_nothing_running(
 def check_abort_sweep(
     topology: RunningTopology, client: TrainClient, transport: SGLangTransport
 ) -> None:
-    async def scenario() -> tuple[BaseException | None, Any]:
-        turn = asyncio.create_task(ask(client))
-        for _ in range(500):
-            if topology.in_flight_rids():
-                break
-            await asyncio.sleep(0.01)
-        report = await transport.abort()
-        try:
-            await asyncio.wait_for(turn, timeout=20)
-        except ProviderError as exc:
-            return exc, report
-        return None, report
-
-    error, report = asyncio.run(scenario())
+    error, report = asyncio.run(
+        abort_mid_turn(
+            client, transport, respond(client), topology.in_flight_rids, turn_timeout_s=20
+        )
+    )
     assert report.ok, report.failures
     assert isinstance(error, ProviderError) and "aborted" in str(error)
     assert topology.in_flight_rids() == []
