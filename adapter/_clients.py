@@ -36,10 +36,11 @@ from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
 from miles_verifiers._content import NonTextContentError, plain_text_messages
+from miles_verifiers._engine_settings import RendererSetupError
 from miles_verifiers._errors import (
+    UNSUPPORTED_REQUEST_CODE,
     RolloutCallError,
     SetupError,
-    recorded_error_class,
     tag_message,
 )
 from miles_verifiers._inline_render import InlineRenderer, prompt_size, renders_inline
@@ -66,7 +67,7 @@ class UnsupportedRequestError(ProviderError, SetupError):
     run) from "this episode failed" once Verifiers has recorded it on a trace.
     """
 
-    trace_code = "unsupported_request"
+    trace_code = UNSUPPORTED_REQUEST_CODE
 
     def __init__(self, what: str, fix: str) -> None:
         message = tag_message(UnsupportedRequestError, f"{what} Fix: {fix}")
@@ -80,16 +81,6 @@ class CallEndedError(ProviderError, RolloutCallError):
 
     def __init__(self, message: str, *, status_code: int) -> None:
         ProviderError.__init__(self, message, status_code=status_code)
-
-
-class RendererSetupError(SetupError, ValueError):
-    """The tokenizer or renderer for the model cannot be built; names the flag to change."""
-
-
-def is_unsupported_request(error: Any) -> bool:
-    """True for a recorded trace error (or exception) raised by :class:`UnsupportedRequestError`."""
-    found = recorded_error_class(error)
-    return found is not None and issubclass(found, UnsupportedRequestError)
 
 
 # -- which renderer --------------------------------------------------------------------------
@@ -343,6 +334,18 @@ def _build_pool(spec: RendererSpec) -> Any:
     return pool
 
 
+def load_one_renderer(spec: RendererSpec) -> int | None:
+    """Build one renderer for ``spec`` (the construction check that the tokenizer loads) and
+    return its vocabulary size, which engine answers are checked against."""
+    import transformers  # noqa: F401  (see _build_pool)
+
+    try:
+        renderer = _renderer_factory(spec)()
+    except (OSError, ValueError, TypeError, ImportError) as error:
+        raise _renderer_setup_error(spec, error) from error
+    return renderer_vocab_size(renderer)
+
+
 def _renderer_setup_error(spec: RendererSpec, error: BaseException) -> RendererSetupError:
     detail = f"{type(error).__name__}: {error}"
     if "chat_template_kwargs" in str(error):
@@ -497,107 +500,3 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
             "use a chat-completions harness that does not call auxiliary routes (such as "
             "Anthropic's count_tokens).",
         )
-
-
-# -- transport settings from Miles' options -----------------------------------------------------
-
-
-class EngineAddressUnsetError(SetupError, ValueError):
-    """Miles has not set the SGLang router address on ``args`` yet."""
-
-
-def engine_url_from_args(args: Any) -> str:
-    """The router (or engine) base URL Miles set on ``args``, read now.
-
-    Miles builds the rollout function before it starts SGLang and fills the address in
-    afterwards, on the same ``args`` object: ``sglang_model_routers["default"]`` when it
-    serves several models, else ``sglang_router_ip``/``sglang_router_port``.
-    """
-    routers = getattr(args, "sglang_model_routers", None)
-    if isinstance(routers, Mapping) and routers.get("default"):
-        host, port = routers["default"]
-    else:
-        host = getattr(args, "sglang_router_ip", None)
-        port = getattr(args, "sglang_router_port", None)
-    if not host or not port:
-        raise EngineAddressUnsetError(
-            "the SGLang router address is not set (args.sglang_router_ip/sglang_router_port "
-            "are empty). Miles fills them in when it starts the rollout engines, after building "
-            "the rollout function; call the rollout function only after that, or pass "
-            "--sglang-router-ip and --sglang-router-port for an engine you run yourself."
-        )
-    host = str(host)
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"  # an IPv6 literal
-    return f"http://{host}:{int(port)}"
-
-
-def build_transport_settings(options: Any, mode: str, args: Any, model_name: str) -> Any:
-    """Validated :class:`TransportSettings` for ``mode`` ("train" or "eval") of a Miles run.
-
-    The engine address is a callable over the live ``args``; the rid prefix is left unset here
-    and chosen per rollout call. Raises ``pydantic.ValidationError`` for inconsistent limits.
-    """
-    from miles_verifiers._transport import RoutingPolicy, TransportSettings
-    from miles_verifiers._transport.routers import RouterKind
-
-    sampling = options.train if mode == "train" else options.eval
-    policy = options.sglang_router_policy
-    routing = (
-        RoutingPolicy(policy)
-        if policy in (RoutingPolicy.CONSISTENT_HASHING.value, RoutingPolicy.MANUAL.value)
-        else RoutingPolicy.NONE
-    )
-    router = RouterKind.for_miles(options.use_miles_router)
-    _warn_router_drops(sampling_config_values(sampling), router, mode)
-    # With --lora-train-only the engines serve the base model only (no adapter is loaded).
-    lora_path = "miles_lora" if options.lora_enabled and not options.lora_train_only else None
-    return TransportSettings(
-        engine_url=functools.partial(engine_url_from_args, args),
-        max_response_len=sampling.max_response_len,
-        context_len=sampling.max_context_len,
-        max_prompt_len=sampling.max_prompt_len,
-        served_model_names=(model_name,),
-        stop_token_ids=tuple(sampling.stop_token_ids or ()),
-        stop=tuple(sampling.stop or ()),
-        skip_special_tokens=sampling.skip_special_tokens,
-        lora_path=lora_path,
-        routing=routing,
-        max_connections=max(1, min(options.max_concurrency, 1024)),
-        probe_engine_limits=True,
-        router=router,
-    )
-
-
-def _warn_router_drops(values: Mapping[str, Any], router: Any, mode: str) -> None:
-    """Say once, at construction, which configured sampling keys the router would drop."""
-    from miles_verifiers._transport.sampling import configured_keys_dropped_by_router
-
-    lost = configured_keys_dropped_by_router(values, router)
-    if lost:
-        logger.warning(
-            "%s sampling sets %s, which the %s in front of the engines drops without an error; "
-            "run Miles with --use-miles-router to keep them",
-            mode,
-            ", ".join(lost),
-            router.value,
-        )
-
-
-def sampling_config_values(sampling: Any, seed: int | None = None) -> dict[str, Any]:
-    """The Verifiers ``SamplingConfig`` fields for one mode's sampling options.
-
-    Template switches are not included: they are baked into the shared renderer pool.
-    """
-    values: dict[str, Any] = {
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "max_tokens": sampling.max_response_len,
-    }
-    if sampling.top_k is not None:
-        values["top_k"] = sampling.top_k
-    if sampling.min_new_tokens is not None:
-        values["min_tokens"] = sampling.min_new_tokens
-    if seed is not None:
-        values["sampling_seed"] = seed
-    return values

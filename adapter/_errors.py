@@ -34,6 +34,7 @@ __all__ = [
     "RolloutCallError",
     "SetupError",
     "recorded_error_class",
+    "recorded_error_code",
     "tag_message",
 ]
 
@@ -85,19 +86,41 @@ def tag_message(error_cls: type[MilesVerifiersError], message: str) -> str:
     return f"{message} [{_TAG_PREFIX}{error_cls.trace_code}]"
 
 
+def recorded_error_code(recorded: Any) -> str | None:
+    """The ``trace_code`` behind an exception or a recorded trace error, if it was one of ours.
+
+    Read from the message's tag, so it works where the class itself was never imported (the
+    trainer side of a run whose episodes, and so the Verifiers-based classes, live elsewhere).
+    """
+    if recorded is None:
+        return None
+    if isinstance(recorded, MilesVerifiersError):
+        return type(recorded).trace_code
+    message = getattr(recorded, "message", None)
+    if message is None:
+        message = str(recorded)
+    found = _TAG_PATTERN.findall(str(message))
+    return found[-1] if found else None
+
+
 def recorded_error_class(recorded: Any) -> type[MilesVerifiersError] | None:
     """The adapter class behind an exception or a recorded trace error, if it was one of ours.
 
     A live exception answers with its own class. A recorded error (anything with a
     ``message``, as Verifiers keeps on ``trace.errors``) answers with the class whose tag its
-    message carries, or None.
+    message carries (when that class is imported in this process), or None.
     """
-    if recorded is None:
-        return None
     if isinstance(recorded, MilesVerifiersError):
         return type(recorded)
-    message = getattr(recorded, "message", None)
-    if message is None:
-        message = str(recorded)
-    found = _TAG_PATTERN.findall(str(message))
-    return _BY_CODE.get(found[-1]) if found else None
+    code = recorded_error_code(recorded)
+    return _BY_CODE.get(code) if code is not None else None
+
+
+# The code of the episode side's refusal of a request the token path cannot serve.
+UNSUPPORTED_REQUEST_CODE = "unsupported_request"
+
+
+def is_unsupported_request(error: Any) -> bool:
+    """True for an exception or recorded trace error that is the episode side's refusal of a
+    request the token path cannot serve (a setup problem, not a failed episode)."""
+    return recorded_error_code(error) == UNSUPPORTED_REQUEST_CODE

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from miles_verifiers._clients import is_unsupported_request
 from miles_verifiers._contract.compat import build_sample
 from miles_verifiers._conversion import (
     METADATA_KEY,
@@ -51,6 +50,7 @@ from miles_verifiers._conversion import (
     trace_to_sample,
 )
 from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error, gather_bounded
+from miles_verifiers._errors import is_unsupported_request
 from miles_verifiers._hooks import MilesHooks
 from miles_verifiers._metrics import (
     TRAIN_PREFIX,

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from miles_verifiers._clients import is_unsupported_request
 from miles_verifiers._conversion import (
     ConversionError,
     MultipleBranchesError,
@@ -35,7 +34,7 @@ from miles_verifiers._conversion import (
     looks_like_engine_abort,
 )
 from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error
-from miles_verifiers._errors import SetupError
+from miles_verifiers._errors import SetupError, is_unsupported_request
 from miles_verifiers._hooks import MilesHooks
 from miles_verifiers._metrics import (
     DROP_ABORTED,

@@ -4,7 +4,9 @@ Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` 
 status (connection -> 503, timeout -> 504, a status error -> its own status) and lets
 ``verifiers.v1.errors.OverlongPromptError`` end the trace cleanly as ``context_length``. Anything
 else becomes a harness failure, so every engine-side problem is expressed as one of those types
-here. The functions are pure: they only build exception objects.
+here. The functions are pure: they only build exception objects. Verifiers is imported only when
+an overlong prompt is reported (see :func:`overlong_prompt`), so the trainer side, which uses the
+transport for its checks and abort sweeps, runs without Verifiers installed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import Any
 
 import httpx
 import openai
-from verifiers.v1.errors import OverlongPromptError
 
 from miles_verifiers._errors import EngineError, tag_message
 
@@ -28,7 +29,7 @@ __all__ = [
     "MalformedEngineResponseError",
     "MalformedOutput",
     "MultimodalNotSupported",
-    "OverlongPromptError",
+    "PromptTooLongError",
     "RequestRejected",
     "engine_error_message",
     "error_for_output",
@@ -38,6 +39,7 @@ __all__ = [
     "is_context_length_message",
     "is_retryable_status",
     "is_retryable_transport_error",
+    "overlong_prompt",
 ]
 
 # Wordings SGLang (and OpenAI-style servers) use when a prompt does not fit the context window.
@@ -190,6 +192,20 @@ def _json_body(response: httpx.Response) -> object | None:
         return None
 
 
+class PromptTooLongError(EngineError, ValueError):
+    """A prompt that does not fit, where no Verifiers is installed to end the trace with."""
+
+
+def overlong_prompt(message: str) -> Exception:
+    """The error for a prompt that does not fit: Verifiers' ``OverlongPromptError`` where the
+    episodes run (it ends the trace as ``context_length``), else :class:`PromptTooLongError`."""
+    try:
+        from verifiers.v1.errors import OverlongPromptError
+    except ImportError:
+        return PromptTooLongError(message)
+    return OverlongPromptError(message)
+
+
 # What SGLang's HTTP server answers for an exception its handler does not catch.
 _UNCAUGHT_ERROR_TEXT = "internal server error"
 
@@ -212,7 +228,7 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
             f"request set {', '.join(sorted(sampling_keys))})"
         )
     if status == 400 and is_context_length_message(reason):
-        return OverlongPromptError(message)
+        return overlong_prompt(message)
     if status == 422:
         # Only the Rust sglang-router says 422 (SGLang itself says 400): its typed request
         # struct could not hold a field. The same body will never be accepted.

@@ -11,9 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.v1.errors import OverlongPromptError
-
-from miles_verifiers._transport.errors import InvalidPrompt, MultimodalNotSupported, RequestRejected
+from miles_verifiers._transport.errors import (
+    InvalidPrompt,
+    MultimodalNotSupported,
+    RequestRejected,
+    overlong_prompt,
+)
 from miles_verifiers._transport.limits import EngineLimits
 from miles_verifiers._transport.sampling import translate_sampling
 from miles_verifiers._transport.settings import TransportSettings
@@ -123,7 +126,7 @@ def build_generate_call(
     prompt = _prompt_ids(body)
     limit = settings.max_prompt_len
     if first_prompt and limit is not None and len(prompt) > limit:
-        raise OverlongPromptError(
+        raise overlong_prompt(
             f"the first prompt of the rollout has {len(prompt)} tokens, over the limit of "
             f"{limit} (max_prompt_len)"
         )

@@ -13,9 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from verifiers.v1.errors import OverlongPromptError
-
-from miles_verifiers._transport.errors import InvalidSamplingParams
+from miles_verifiers._transport.errors import InvalidSamplingParams, overlong_prompt
 from miles_verifiers._transport.limits import EngineLimits
 from miles_verifiers._transport.routers import RouterKind, keys_dropped_by_router
 from miles_verifiers._transport.sampling_types import check_sampling_types
@@ -134,13 +132,13 @@ def new_token_budget(
     if engine_limits is not None:
         limit = engine_limits.max_req_input_len
         if limit is not None and prompt_len >= limit:
-            raise OverlongPromptError(
+            raise overlong_prompt(
                 f"the prompt has {prompt_len} tokens; the SGLang engine accepts prompts of fewer "
                 f"than {limit} tokens (its max_req_input_len, from its context length and KV pool)"
             )
         room = engine_limits.new_token_room(prompt_len)
         if room is not None and room <= 0:
-            raise OverlongPromptError(
+            raise overlong_prompt(
                 f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
                 f"SGLang engine's context length of {engine_limits.context_length} tokens"
             )
@@ -149,7 +147,7 @@ def new_token_budget(
     if context_len is not None:
         room = context_len - prompt_len
         if room <= 0:
-            raise OverlongPromptError(
+            raise overlong_prompt(
                 f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
                 f"context window of {context_len} tokens (context_len)"
             )

@@ -11,16 +11,15 @@ import pytest
 from verifiers.v1.errors import ProviderError
 
 from miles_verifiers._clients import (
-    EngineAddressUnsetError,
     MilesTrainClient,
     RendererSpec,
     UnsupportedRequestError,
-    engine_url_from_args,
     growing_pool_class,
-    is_unsupported_request,
     renderer_identity,
     shared_renderer_pool,
 )
+from miles_verifiers._engine_settings import EngineAddressUnsetError, engine_url_from_args
+from miles_verifiers._errors import is_unsupported_request
 from tests.rollout.rollout_support import MODEL
 
 
