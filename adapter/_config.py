@@ -399,7 +399,15 @@ def load_env_config(
     path: Path, find_spec: Callable[[str], Any] = importlib.util.find_spec
 ) -> EnvConfig:
     """Step 3 (and the install check of step 4): the validated V1 ``EnvConfig`` at ``path``."""
-    data = read_config_file(path)
+    return env_config_from_data(read_config_file(path), path, find_spec)
+
+
+def env_config_from_data(
+    data: Mapping[str, Any],
+    path: Path,
+    find_spec: Callable[[str], Any] = importlib.util.find_spec,
+) -> EnvConfig:
+    """The validated ``EnvConfig`` from a parsed config (``path`` names it in errors)."""
     check_not_legacy(data, path)
     check_plugins_installed(data, find_spec)
     config = validate_env_config(data, path)
@@ -514,7 +522,9 @@ def prepare_run(
     # Imported here: the construction table is built from this module's checks.
     from miles_verifiers import _construction as construction
 
-    given = {"args": args, "environ": environ, "version_of": version_of}
+    given = construction.inputs(
+        args, environ=environ, use_miles=False, dispatch_budget_factor=1, version_of=version_of
+    )
     stages = construction.stages_named("versions", "options", "config", "taskset", "group reward")
     made = construction.build(given, stages)
     return PreparedRun(

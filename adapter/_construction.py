@@ -12,25 +12,37 @@ The order: installed versions, Miles options, the tokenizer, the hook flags, the
 limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward`` sample counts, and the
 sampling seeds the run will send. Verifiers is imported lazily by the config stages, so a wrong
 verifiers version is reported by the first stage instead of surfacing as an import error.
+
+What needs the taskset loaded comes from the episode side's :class:`Description`: in-process
+the taskset is loaded here and described; when the episodes run in workers (``episode_python``
+names their interpreter) a process of that interpreter describes it, and this side never
+imports Verifiers or Renderers (nor checks their versions: the workers' own are what count).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from miles_verifiers._clients import build_transport_settings
 from miles_verifiers._config import (
     ConfigError,
     check_group_reward_sample_counts,
     config_path_from_env,
     load_env_config,
     load_taskset,
+    read_config_file,
 )
+from miles_verifiers._engine_settings import (
+    build_transport_settings,
+    router_drop_warning,
+    sampling_config_values,
+)
+from miles_verifiers._errors import SetupError
 from miles_verifiers._hooks import HookError, load_hooks
 from miles_verifiers._limit_problems import transport_limit_problems
 from miles_verifiers._options import (
@@ -44,6 +56,7 @@ from miles_verifiers._options import (
     find_option_problems,
 )
 from miles_verifiers._scheduling import default_dispatch_budget
+from miles_verifiers._transport.routers import RouterKind
 from miles_verifiers._versions import (
     SUPPORTED_VERSIONS,
     UnsupportedVersionError,
@@ -85,6 +98,8 @@ class Stage:
 
 
 def _versions(given: Products) -> StageResult:
+    if given["episode_python"] is not None:
+        return StageResult({"versions": {}})  # the workers report theirs
     rules = SUPPORTED_VERSIONS
     installed = installed_versions([r.distribution for r in rules], given["version_of"])
     problems = check_versions(installed, rules)
@@ -170,29 +185,94 @@ def _transport(given: Products) -> StageResult:
             ]
     if problems:
         return _failed(InvalidOptionsError(problems), [p.describe() for p in problems])
-    return StageResult({"transport": templates})
+    return StageResult({"transport": templates, "warnings": router_warnings(options)})
+
+
+def router_warnings(options: MilesOptions) -> tuple[str, ...]:
+    """Sampling keys the router drops: the run goes on, and the constructor and
+    ``miles-verifiers check`` both warn with these lines."""
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    found = (
+        router_drop_warning(sampling_config_values(sampling), router, mode)
+        for mode, sampling in modes
+    )
+    return tuple(warning for warning in found if warning is not None)
 
 
 def _config(given: Products) -> StageResult:
     try:
         path = config_path_from_env(given["environ"])
+        if given["episode_python"] is not None:
+            read_config_file(path)  # readable TOML; the episode side validates the rest
+            return StageResult({"config_path": path, "config": None})
         config = load_env_config(path)
     except ConfigError as error:
         return _failed(error)
-    env_id = str(getattr(config, "env_id", None) or config.taskset.id)
-    return StageResult({"config_path": path, "config": config, "env_id": env_id})
+    return StageResult({"config_path": path, "config": config})
+
+
+def _renderer_spec(given: Products) -> Any:
+    """The renderer pool's spec without its identity (found where Renderers is installed)."""
+    from miles_verifiers._workers.protocol import RendererSpecModel
+
+    options: MilesOptions = given["options_view"]
+    if not options.tokenizer_source:
+        return None  # the model stage reports it; the taskset is described without a renderer
+    return RendererSpecModel(
+        tokenizer_source=options.tokenizer_source,
+        identity=None,
+        chat_template_kwargs_json=json.dumps(
+            dict(options.train.chat_template_kwargs or {}), sort_keys=True
+        ),
+        pool_size=given["renderer_pool_size"],
+    )
 
 
 def _taskset(given: Products) -> StageResult:
+    """Describe the taskset on the episode side; also the renderer spec, now with its identity."""
+    python = given["episode_python"]
+    options: MilesOptions | None = given.get("options_view")
+    renderer = _renderer_spec(given) if options is not None else None
     try:
-        return StageResult({"taskset": load_taskset(given["config"])})
-    except ConfigError as error:
+        if python is None:
+            from miles_verifiers._clients import identify_renderer
+            from miles_verifiers._workers.describe import describe_loaded
+
+            loaded = load_taskset(given["config"])
+            identity = (
+                identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path)
+                if options is not None
+                else None
+            )
+            described = describe_loaded(given["config"], loaded, identity, vocab_size=None)
+            products: dict[str, Any] = {"taskset": loaded, "description": described}
+        elif options is None:
+            return StageResult()  # the options stage reports why there are none
+        else:
+            from miles_verifiers._workers.protocol import DescribeRequest
+            from miles_verifiers._workers.setup import describe_elsewhere
+
+            path = given["config_path"]
+            request = DescribeRequest(
+                config_path=str(path),
+                config_text=path.read_text(encoding="utf-8"),
+                renderer=renderer,
+                hf_checkpoint=options.hf_checkpoint,
+                tokenizer_path=options.sglang_tokenizer_path,
+            )
+            products = {"description": describe_elsewhere(python, request)}
+    except SetupError as error:
         return _failed(error)
+    if renderer is not None:
+        identity = products["description"].renderer_identity
+        products["renderer"] = renderer.model_copy(update={"identity": identity})
+    return StageResult(products)
 
 
 def _group_reward(given: Products) -> StageResult:
     try:
-        check_group_reward_sample_counts(given["taskset"].has_group_reward, given["options"])
+        check_group_reward_sample_counts(given["description"].has_group_reward, given["options"])
     except ConfigError as error:
         return _failed(error)
     return StageResult()
@@ -223,7 +303,7 @@ def _seeds(given: Products) -> StageResult:
     if not options.deterministic_inference:
         return StageResult()  # seeds are sent only under deterministic inference
     highest = highest_sampling_seeds(
-        options, len(given["taskset"].tasks), given["dispatch_budget_factor"]
+        options, len(given["description"].tasks), given["dispatch_budget_factor"]
     )
     over = {mode: value for mode, value in highest.items() if value > MAX_SAMPLING_SEED}
     if not over:
@@ -241,15 +321,15 @@ def _seeds(given: Products) -> StageResult:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("versions", ("version_of",), _versions, halts=True),
+    Stage("versions", ("version_of", "episode_python"), _versions, halts=True),
     Stage("options", ("args",), _options),
     Stage("model", ("options_view",), _model),
     Stage("hooks", ("options_view", "use_miles"), _hooks),
     Stage("transport", ("options", "args", "model"), _transport),
-    Stage("config", ("environ",), _config),
-    Stage("taskset", ("config",), _taskset),
-    Stage("group reward", ("taskset", "options"), _group_reward),
-    Stage("seeds", ("taskset", "options", "dispatch_budget_factor"), _seeds),
+    Stage("config", ("environ", "episode_python"), _config),
+    Stage("taskset", ("config", "renderer_pool_size"), _taskset),
+    Stage("group reward", ("description", "options"), _group_reward),
+    Stage("seeds", ("description", "options", "dispatch_budget_factor"), _seeds),
 )
 
 
@@ -268,14 +348,19 @@ def inputs(
     use_miles: bool,
     dispatch_budget_factor: int,
     version_of: Callable[[str], str] = importlib.metadata.version,
+    episode_python: str | None = None,
+    renderer_pool_size: int = 2,
 ) -> dict[str, Any]:
-    """The named inputs the table reads (``environ`` None means ``os.environ``)."""
+    """The named inputs the table reads (``environ`` None means ``os.environ``;
+    ``episode_python`` None means the episodes run in this process)."""
     return {
         "args": args,
         "environ": environ,
         "use_miles": use_miles,
         "dispatch_budget_factor": dispatch_budget_factor,
         "version_of": version_of,
+        "episode_python": episode_python,
+        "renderer_pool_size": renderer_pool_size,
     }
 
 

@@ -27,28 +27,21 @@ import importlib
 import logging
 import math
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from miles_verifiers import _construction as construction
-from miles_verifiers._clients import (
-    MilesTrainClient,
-    RendererSpec,
-    engine_url_from_args,
-    identify_renderer,
-    sampling_config_values,
-    shared_renderer_pool,
-)
-from miles_verifiers._config import PreparedRun
-from miles_verifiers._content import check_task_prompts
 from miles_verifiers._contract.compat import Contract, contract
+from miles_verifiers._engine_settings import engine_url_from_args, sampling_config_values
 from miles_verifiers._episodes import (
     CallScope,
     CleanupLimits,
@@ -66,6 +59,8 @@ from miles_verifiers._runner.loop import BackgroundLoop
 from miles_verifiers._scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
 from miles_verifiers._state_dir import claim as claim_state_dir
 from miles_verifiers._training import TaskStream, TrainSetup, train_rollout
+from miles_verifiers._workers.protocol import Description, RendererSpecModel
+from miles_verifiers._workers.records import task_view
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +107,26 @@ class AdapterSettings(BaseSettings):
     """Where workers run when there is more than one: child processes, or Ray actors."""
     episode_worker_restarts: int = Field(8, ge=0, le=1000)
     """Lost workers one call may restart before it fails (their groups are replaced)."""
+    episode_worker_python: str | None = None
+    """The Python of another virtualenv to run the workers in (Verifiers of its own); setting it
+    runs the episodes in workers even with ``episode_workers`` 1."""
+
+    @field_validator("episode_worker_python")
+    @classmethod
+    def _runnable(cls, value: str | None) -> str | None:
+        if value is not None and not (os.path.isfile(value) and os.access(value, os.X_OK)):
+            raise ValueError(
+                f"{value!r} is not an executable file; name the python of the virtualenv the "
+                "episodes run in (e.g. /opt/episodes-venv/bin/python)"
+            )
+        return value
+
+    @property
+    def episode_python(self) -> str | None:
+        """The interpreter the workers run in, or None when the episodes run in this process."""
+        if self.episode_workers == 1 and self.episode_worker_python is None:
+            return None
+        return self.episode_worker_python or sys.executable
 
     @classmethod
     def from_environ(cls) -> AdapterSettings:
@@ -135,21 +150,48 @@ class AdapterSettings(BaseSettings):
 
 
 @dataclass(frozen=True)
+class _InProcessEpisodes:
+    """The episode side when it runs in this process: the loaded taskset, the Verifiers
+    environments and the renderer pool (none of it exists when workers run the episodes)."""
+
+    tasks: tuple[Any, ...]
+    environments: Any  # EnvironmentPool
+    renderer_spec: Any  # RendererSpec
+    renderer_pool: Any
+
+
+@dataclass(frozen=True)
 class _Run:
     """Everything built at construction."""
 
-    prepared: PreparedRun
     options: MilesOptions
     contract: Contract
     hooks: MilesHooks
     model: str
-    renderer_spec: RendererSpec
-    renderer_pool: Any
+    config_path: Path
+    description: Description
+    renderer: RendererSpecModel
     transport: Mapping[str, Any]  # mode -> TransportSettings template
-    environments: EnvironmentPool
+    in_process: _InProcessEpisodes | None
     train: TrainSetup
     eval: EvalSetup
     settings: AdapterSettings
+
+
+def _in_process_episodes(made: Mapping[str, Any]) -> _InProcessEpisodes:
+    from verifiers.v1 import Environment
+
+    from miles_verifiers._clients import RendererSpec, shared_renderer_pool
+
+    spec = RendererSpec(**made["renderer"].model_dump())
+    config = made["config"]
+    loaded = made["taskset"]
+    return _InProcessEpisodes(
+        tasks=loaded.tasks,
+        environments=EnvironmentPool(lambda: Environment(config), first=loaded.environment),
+        renderer_spec=spec,
+        renderer_pool=shared_renderer_pool(spec),
+    )
 
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
@@ -158,35 +200,31 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         args,
         use_miles=chosen.source == "miles",
         dispatch_budget_factor=settings.dispatch_budget_factor,
+        episode_python=settings.episode_python,
+        renderer_pool_size=settings.renderer_pool_size,
     )
     made = construction.build(given)  # every check, in order; raises at the first failure
+    for warning in made["warnings"]:
+        logger.warning("%s", warning)
     options: MilesOptions = made["options"]
     hooks: MilesHooks = made["hooks"]
-    model: str = made["model"]
-    transport: Mapping[str, Any] = made["transport"]
-    prepared = PreparedRun(
-        made["versions"], options, made["config_path"], made["config"], made["taskset"]
+    description: Description = made["description"]
+    in_process = (
+        _in_process_episodes(made)
+        if settings.episode_python is None
+        else None
     )
-    tasks = prepared.taskset.tasks
-    # A media part would be dropped on the token path; refuse it before anything is sent.
-    check_task_prompts(tasks)
-    spec = RendererSpec.build(
-        options.tokenizer_source or model,
-        identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path),
-        options.train.chat_template_kwargs,
-        settings.renderer_pool_size,
-    )
-    pool = shared_renderer_pool(spec)
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
-    vocab_size = getattr(pool, "vocab_size", None)
+    vocab_size = (
+        getattr(in_process.renderer_pool, "vocab_size", None)
+        if in_process is not None
+        else description.vocab_size
+    )
     transport = {
         mode: template.model_copy(update={"vocab_size": vocab_size})
-        for mode, template in transport.items()
+        for mode, template in made["transport"].items()
     }
-    config = prepared.config
-    from verifiers.v1 import Environment
-
-    environments = EnvironmentPool(lambda: Environment(config), first=prepared.taskset.environment)
+    tasks = [task_view(record) for record in description.tasks]
     first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
     train = TrainSetup(
         tasks=tasks,
@@ -207,20 +245,20 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         reward_key=options.eval.reward_key,
         episode_deadline_s=settings.episode_timeout_s,
         max_groups_in_flight=settings.eval_groups_in_flight,
-        env_id=config.env_id or "verifiers",
+        env_id=description.env_id,
         hooks=hooks,
         sample_cls=chosen.Sample,
     )
     return _Run(
-        prepared,
         options,
         chosen,
         hooks,
-        model,
-        spec,
-        pool,
+        made["model"],
+        made["config_path"],
+        description,
+        made["renderer"],
         transport,
-        environments,
+        in_process,
         train,
         evaluation,
         settings,
@@ -228,13 +266,13 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
 
 
 def _episode_workers(run: _Run) -> Any:
-    """The worker pool when more than one episode worker is asked for (none start yet)."""
+    """The worker pool when the episodes run in workers (none start yet)."""
     settings = run.settings
     if settings.episode_worker_backend == "ray":
         from miles_verifiers._workers.ray_backend import require_ray
 
         require_ray()
-    if settings.episode_workers == 1:
+    if run.in_process is not None:
         return None
     from miles_verifiers._workers.setup import build_pool
 
@@ -351,10 +389,13 @@ class VerifiersRolloutFn:
         rid_prefix = new_rid_prefix(mode)
         settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
         transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
-        if self._workers is not None:
+        if run.in_process is None:
             return self._worker_scope(mode, rid_prefix, transport)
-        client = MilesTrainClient(transport, run.renderer_pool, run.renderer_spec)
-        return CallScope(run.environments, transport, client, run.settings.cleanup)
+        from miles_verifiers._clients import MilesTrainClient
+
+        episodes = run.in_process
+        client = MilesTrainClient(transport, episodes.renderer_pool, episodes.renderer_spec)
+        return CallScope(episodes.environments, transport, client, run.settings.cleanup)
 
     def _worker_scope(self, mode: str, rid_prefix: str, transport: Any) -> Any:
         from miles_verifiers._workers.call import WorkerCallScope
@@ -377,12 +418,12 @@ class VerifiersRolloutFn:
 
     def _groups(self, scope: Any, mode: str) -> GroupRunner:
         """Who runs the call's groups: the worker scope itself, or this process."""
-        if self._workers is not None:
-            return scope  # type: ignore[no-any-return]
         run = self._run
+        if run.in_process is None:
+            return scope  # type: ignore[no-any-return]
         return InProcessGroups(
             scope,
-            run.train.tasks if mode == "train" else run.eval.tasks,
+            run.in_process.tasks,
             self._contexts(scope, mode),
             asyncio.Semaphore(run.options.max_concurrency),
             run.settings.episode_timeout_s,

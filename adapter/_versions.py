@@ -29,6 +29,8 @@ class VersionRule:
     below: str
     too_old: str
     too_new: str
+    # Another way out, when the version cannot change in this process.
+    otherwise: str = ""
 
     @property
     def spec(self) -> str:
@@ -36,7 +38,8 @@ class VersionRule:
 
     @property
     def fix(self) -> str:
-        return f'pip install "{self.spec}"'
+        install = f'pip install "{self.spec}"'
+        return f"{install}; or {self.otherwise}" if self.otherwise else install
 
 
 SUPPORTED_VERSIONS: tuple[VersionRule, ...] = (
@@ -49,6 +52,10 @@ SUPPORTED_VERSIONS: tuple[VersionRule, ...] = (
         too_new="0.2.1 needs openai>=2.9, which cannot share a process with SGLang's openai "
         "pin, and changes the EnvConfig schema; 0.3 and later drop Environment and "
         "@group_reward altogether",
+        otherwise="leave this process as it is and run the episodes in a virtualenv of their own "
+        "(python -m venv /opt/episodes && /opt/episodes/bin/pip install "
+        "'miles-verifiers[verifiers02]' <your taskset package>), then set "
+        "MILES_VERIFIERS_EPISODE_WORKER_PYTHON=/opt/episodes/bin/python",
     ),
     VersionRule(
         distribution="renderers",

@@ -189,6 +189,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def qwen_tokenizer() -> Any:
-    from renderers.base import load_tokenizer
+    """The exact offline Qwen3 tokenizer (for decoding samples in expectations)."""
+    try:
+        from renderers.base import load_tokenizer
+    except ImportError:  # a trainer environment without the episode side (tox -e split)
+        from transformers import AutoTokenizer
 
+        return AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
     return load_tokenizer("Qwen/Qwen3-0.6B")

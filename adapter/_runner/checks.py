@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers import _construction as construction
-from miles_verifiers._clients import sampling_config_values
 from miles_verifiers._contract.compat import contract
-from miles_verifiers._options import MilesOptions, SamplingOptions
+from miles_verifiers._options import SamplingOptions
 from miles_verifiers._transport.routers import RouterKind
-from miles_verifiers._transport.sampling import configured_keys_dropped_by_router
 
 
 @dataclass(frozen=True)
@@ -51,46 +49,22 @@ class CheckSummary:
 class CheckReport:
     problems: tuple[CheckProblem, ...]
     summary: CheckSummary | None
+    # What the run would warn about without stopping (construction logs the same lines).
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def router_sampling_problem(
-    sampling_keys: Sequence[str], router: RouterKind, mode: str
-) -> CheckProblem | None:
-    """A problem when ``router`` would silently drop one of the sampling keys a mode sends."""
-    lost = configured_keys_dropped_by_router(sampling_keys, router)
-    if not lost:
-        return None
-    return CheckProblem(
-        "router",
-        f"{mode} sampling sets {', '.join(lost)}, which the {router.value} in front of the "
-        "engines drops without an error (it would have no effect). Run Miles with "
-        "--use-miles-router, whose router forwards every key, or remove it.",
-    )
-
-
-def _router_problems(options: MilesOptions) -> list[CheckProblem]:
-    router = RouterKind.for_miles(options.use_miles_router)
-    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
-    found = (
-        router_sampling_problem(list(sampling_config_values(sampling)), router, mode)
-        for mode, sampling in modes
-    )
-    return [problem for problem in found if problem is not None]
-
-
-def _environment_settings() -> tuple[int, list[CheckProblem]]:
-    """The dispatch budget factor the constructor will use, or the default and the problem."""
+def _environment_settings() -> tuple[Any, list[CheckProblem]]:
+    """The settings the constructor will use, or the defaults and the problem."""
     from miles_verifiers._rollout import AdapterSettings
 
     try:
-        return AdapterSettings.from_environ().dispatch_budget_factor, []
+        return AdapterSettings.from_environ(), []
     except ValueError as error:
-        factor = AdapterSettings.model_fields["dispatch_budget_factor"].default
-        return factor, [CheckProblem("settings", str(error), error)]
+        return AdapterSettings.model_construct(), [CheckProblem("settings", str(error), error)]
 
 
 def check_construction(
@@ -105,37 +79,38 @@ def check_construction(
     ``known_problems`` (found by the caller while reading the command line) come first; one
     in the ``config`` stage means there is no config to load, so that stage is skipped.
     """
-    factor, problems = _environment_settings()
+    settings, problems = _environment_settings()
     problems = list(known_problems) + problems
     given = construction.inputs(
         args,
         environ=environ,
         use_miles=contract().source == "miles",
-        dispatch_budget_factor=factor,
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+        episode_python=settings.episode_python,
+        renderer_pool_size=settings.renderer_pool_size,
     )
     if any(p.stage == "config" for p in known_problems):
         del given["environ"]  # no config to load: the stages reading it are skipped
     found = construction.survey(given)
     problems += [CheckProblem(p.stage, p.problem, p.error) for p in found.problems]
-    if "options" in found.products:
-        problems += _router_problems(found.products["options"])
+    warnings = tuple(found.products.get("warnings", ()))
     if problems:
-        return CheckReport(tuple(problems), None)
+        return CheckReport(tuple(problems), None, warnings)
 
     try:
         construct(args)
     except Exception as error:
         text = f"{type(error).__name__}: {str(error).strip() or type(error).__name__}"
-        return CheckReport((CheckProblem("constructor", text, error),), None)
+        return CheckReport((CheckProblem("constructor", text, error),), None, warnings)
 
     made = found.products
     options = made["options"]
-    taskset = made["taskset"]
+    described = made["description"]
     summary = CheckSummary(
-        env_id=made["env_id"],
+        env_id=described.env_id,
         config_path=made["config_path"],
-        tasks=len(taskset.tasks),
-        group_reward=taskset.has_group_reward,
+        tasks=len(described.tasks),
+        group_reward=described.has_group_reward,
         rollout_batch_size=options.rollout_batch_size,
         n_samples_per_prompt=options.n_samples_per_prompt,
         n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
@@ -146,7 +121,7 @@ def check_construction(
         eval=options.eval if options.eval_enabled else None,
         router=RouterKind.for_miles(options.use_miles_router),
     )
-    return CheckReport((), summary)
+    return CheckReport((), summary, warnings)
 
 
 def describe_sampling(sampling: SamplingOptions) -> str:

@@ -1,8 +1,8 @@
 """The local backend: each worker is a child process speaking frames over stdin/stdout.
 
-The child is started with the trainer's own interpreter (``sys.executable -m
-miles_verifiers._workers.child``) and exits when its stdin closes, so a trainer that dies
-leaves no orphan. Miles calls the rollout function on a background event loop thread;
+The child is started with the interpreter ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names,
+else the trainer's own (``python -m miles_verifiers._workers.child``), and exits when its stdin
+closes, so a trainer that dies leaves no orphan. Miles calls the rollout function on a background event loop thread;
 asyncio's child watcher reaps children started from any thread.
 """
 
@@ -41,11 +41,12 @@ class LocalWorker:
         )
 
     @classmethod
-    async def start(cls, name: str) -> LocalWorker:
+    async def start(cls, name: str, python: str | None = None) -> LocalWorker:
+        """Start a worker with ``python`` (another virtualenv's interpreter), else the trainer's."""
         env = dict(os.environ)
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
+            python or sys.executable,
             "-m",
             CHILD_MODULE,
             stdin=asyncio.subprocess.PIPE,

@@ -1,24 +1,28 @@
 """The messages between the rollout function and its episode workers, and their version.
 
 Everything here is plain JSON (pydantic models): no pickled Verifiers object crosses, so a
-worker may run another Verifiers version than the trainer process, as long as it speaks the
-same major protocol version. A worker refuses a request of another major version with an
-error that names both versions.
+worker may run another Verifiers version, in another interpreter, than the trainer process, as
+long as it speaks the same major protocol version. Each side refuses a message of another major
+version with an error naming both versions; fields it does not know (a newer minor's additions)
+are ignored, in both directions.
 
 Every request is a :class:`Request` (``version``, ``id``, one ``body``); the worker answers
-each with a :class:`Reply` of the same ``id``.
+each with a :class:`Reply` of the same ``id``. The answer to the setup message is the worker's
+hello (:class:`Ready`): its protocol version and the Verifiers and Renderers it runs. A
+:class:`DescribeRequest` asks the episode side what the taskset is, for the construction checks.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._workers.records import TraceRecord
+from miles_verifiers._workers.records import TaskRecord, TraceRecord
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "2.0"
 
 
 class ProtocolVersionError(RolloutCallError, ValueError):
@@ -34,18 +38,21 @@ def major(version: str) -> int:
     return int(head)
 
 
-def check_version(version: str, *, ours: str = PROTOCOL_VERSION) -> None:
+def check_version(
+    version: str, *, ours: str = PROTOCOL_VERSION, we: str = "episode worker", they: str = "trainer"
+) -> None:
     """Refuse ``version`` unless its major number equals ours (minor additions are compatible)."""
     if major(version) != major(ours):
         raise ProtocolVersionError(
-            f"this episode worker speaks protocol {ours} and cannot serve a request of "
-            f"protocol {version}. Fix: install the same miles-verifiers major version in the "
-            "worker's environment as in the trainer's."
+            f"the {we} speaks episode worker protocol {ours} and the {they} speaks protocol "
+            f"{version}; different major versions cannot talk. Fix: install the same "
+            "miles-verifiers release in the worker's environment as in the trainer's."
         )
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A newer minor version may add fields: read what we know, ignore the rest.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 # -- requests ----------------------------------------------------------------------------------
@@ -78,8 +85,6 @@ class WorkerSetup(_Message):
     # TransportSettings without engine_url and rid_prefix (both known per call).
     transport: dict[str, dict[str, Any]]
     cleanup: CleanupSpec
-    # Import paths of the trainer process, added where they exist (taskset packages on them).
-    sys_path: list[str] = Field(default_factory=list)
 
 
 class CallStart(_Message):
@@ -113,8 +118,22 @@ class GroupRequest(_Message):
         return len(self.sampling)
 
 
+class DescribeRequest(_Message):
+    """What is this taskset? Asked at construction, before any call (see :class:`Description`)."""
+
+    kind: Literal["describe"] = "describe"
+    config_path: str
+    config_text: str
+    # None: no tokenizer was named (the trainer reports that), so none is loaded.
+    renderer: RendererSpecModel | None
+    # The flags the renderer identity is found from, on the side that has Renderers.
+    hf_checkpoint: str | None = None
+    tokenizer_path: str | None = None
+
+
 RequestBody = Annotated[
-    WorkerSetup | CallStart | CallEnd | GroupRequest, Field(discriminator="kind")
+    WorkerSetup | CallStart | CallEnd | GroupRequest | DescribeRequest,
+    Field(discriminator="kind"),
 ]
 
 
@@ -145,6 +164,29 @@ class Done(_Message):
     kind: Literal["done"] = "done"
 
 
+class Ready(_Message):
+    """The worker's hello, answering its setup: what it speaks and runs."""
+
+    kind: Literal["ready"] = "ready"
+    protocol: str = PROTOCOL_VERSION
+    # Distribution name -> installed version (miles-verifiers, verifiers, renderers, python).
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class Description(_Message):
+    """The episode side's answer to :class:`DescribeRequest`: everything construction checks
+    that needs the taskset loaded, so the trainer side never loads it itself."""
+
+    kind: Literal["description"] = "description"
+    env_id: str
+    tasks: list[TaskRecord] = Field(min_length=1)
+    has_group_reward: bool
+    # The Renderers model id prompts are rendered as (None: the tokenizer's own name).
+    renderer_identity: str | None
+    vocab_size: int | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
 class Refused(_Message):
     """The worker could not carry out the request (a setup problem, an unknown call ...)."""
 
@@ -153,7 +195,9 @@ class Refused(_Message):
     message: str
 
 
-ReplyBody = Annotated[GroupResult | Done | Refused, Field(discriminator="kind")]
+ReplyBody = Annotated[
+    GroupResult | Done | Ready | Description | Refused, Field(discriminator="kind")
+]
 
 
 class Reply(_Message):
@@ -162,24 +206,23 @@ class Reply(_Message):
     body: ReplyBody
 
 
-def read_request(data: bytes | str) -> Request:
-    """Parse a request, refusing another major version before reading its body."""
-    import json
-
+def _versioned(data: bytes | str, what: str) -> dict[str, Any]:
     raw = json.loads(data)
     version = raw.get("version") if isinstance(raw, dict) else None
     if not isinstance(version, str):
-        raise ProtocolVersionError("an episode worker request carries no protocol version")
-    check_version(version)
+        raise ProtocolVersionError(f"an episode worker {what} carries no protocol version")
+    return raw
+
+
+def read_request(data: bytes | str) -> Request:
+    """Parse a request (on the worker), refusing another major version before its body."""
+    raw = _versioned(data, "request")
+    check_version(raw["version"])
     return Request.model_validate(raw)
 
 
 def read_reply(data: bytes | str) -> Reply:
-    import json
-
-    raw = json.loads(data)
-    version = raw.get("version") if isinstance(raw, dict) else None
-    if not isinstance(version, str):
-        raise ProtocolVersionError("an episode worker reply carries no protocol version")
-    check_version(version)
+    """Parse a reply (on the trainer), refusing another major version before its body."""
+    raw = _versioned(data, "reply")
+    check_version(raw["version"], we="trainer", they="episode worker")
     return Reply.model_validate(raw)

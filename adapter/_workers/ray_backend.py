@@ -117,9 +117,12 @@ class RayWorker:
             logger.debug("killing %s failed: %r", self.description, error)
 
 
-async def start_ray_worker(name: str) -> RayWorker:
+async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:
+    """Start an actor; with ``python``, in that interpreter (Ray's ``py_executable``)."""
     ray = await asyncio.to_thread(_ensure_ray)
     actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
+    if python is not None:
+        actor_class = actor_class.options(runtime_env={"py_executable": python})
     # Ray's default scheduling and resources: an actor needs a CPU to be placed but holds none
     # while it runs, so the actors of several rollout functions never wait on each other.
     actor = actor_class.remote()

@@ -20,7 +20,8 @@ from miles_verifiers._errors import recorded_error_class
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Records cross the worker protocol: a newer minor's extra fields are ignored.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class NodeRecord(_Record):
@@ -95,20 +96,25 @@ def _branch_record(branch: Any) -> BranchRecord:
     )
 
 
+def task_record(task: Any) -> TaskRecord:
+    """The record of a Verifiers task (its type, index, serialised prompt and label)."""
+    data = task.data
+    return TaskRecord(
+        type=str(getattr(task, "type", "")),
+        idx=getattr(data, "idx", None),
+        prompt=serialize_prompt(getattr(data, "prompt", None)),
+        label=task_label(data),
+    )
+
+
 def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
     """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
-    data = trace.task.data
     error = trace.error
     found = recorded_error_class(error) if error is not None else None
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
     return TraceRecord(
         id=trace.id,
-        task=TaskRecord(
-            type=str(getattr(trace.task, "type", "")),
-            idx=getattr(data, "idx", None),
-            prompt=serialize_prompt(getattr(data, "prompt", None)),
-            label=task_label(data),
-        ),
+        task=task_record(trace.task),
         branches=[_branch_record(b) for b in trace.branches],
         rewards={k: float(v) for k, v in trace.rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items()},
@@ -206,6 +212,11 @@ class TaskView:
     data: TaskDataView
 
 
+def task_view(record: TaskRecord) -> TaskView:
+    """A task as the trainer side reads it (``type``, ``data.idx``/``prompt``/``label``)."""
+    return TaskView(record.type, TaskDataView(record.idx, record.prompt, record.label))
+
+
 class TraceView:
     """Read-only stand-in for a Verifiers ``Trace`` built from a :class:`TraceRecord`."""
 
@@ -213,10 +224,7 @@ class TraceView:
 
     def __init__(self, record: TraceRecord) -> None:
         self.record = record
-        self.task = TaskView(
-            record.task.type,
-            TaskDataView(record.task.idx, record.task.prompt, record.task.label),
-        )
+        self.task = task_view(record.task)
         self.branches = [BranchView(b) for b in record.branches]
         self.error = RecordedError(record.error) if record.error is not None else None
 

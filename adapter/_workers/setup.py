@@ -1,28 +1,106 @@
-"""Builds the worker pool of a rollout function from what its construction produced."""
+"""The trainer side of the seam: ask the episode side to describe the taskset, build the pool.
+
+Neither function imports Verifiers or Renderers: the description comes from a process started
+with the workers' interpreter, and the pool only exchanges protocol messages.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+import subprocess
 import sys
 from typing import Any
 
+from miles_verifiers._errors import SetupError
 from miles_verifiers._workers.pool import PoolLimits, WorkerPool
-from miles_verifiers._workers.protocol import CleanupSpec, RendererSpecModel, WorkerSetup
+from miles_verifiers._workers.protocol import (
+    CleanupSpec,
+    DescribeRequest,
+    Description,
+    Refused,
+    Request,
+    WorkerSetup,
+    read_reply,
+)
 
 # Seconds on top of the episode deadline and its wind-down before a worker counts as hung.
 ANSWER_SLACK_S = 5.0
+# Loading a taskset and a tokenizer in a fresh interpreter; far more means something hangs.
+DESCRIBE_TIMEOUT_S = 300.0
+PYTHON_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_PYTHON"
+
+
+class EpisodeSideError(SetupError, RuntimeError):
+    """The episode side refused to describe the taskset for a reason with no class here."""
+
+
+def _setup_error_classes() -> dict[str, type[SetupError]]:
+    found: dict[str, type[SetupError]] = {}
+    pending: list[type[SetupError]] = [SetupError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.__name__, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def _as_setup_error(refused: Refused) -> SetupError:
+    """The construction error the episode side raised, as the same class where it is known here
+    (its message unchanged), so a check reads the same whichever side made it."""
+    cls = _setup_error_classes().get(refused.error_type)
+    if cls is None:
+        return EpisodeSideError(f"{refused.error_type}: {refused.message}")
+    error = cls.__new__(cls)
+    Exception.__init__(error, refused.message)
+    return error
+
+
+def describe_elsewhere(python: str, request: DescribeRequest) -> Description:
+    """The episode side's description, from a process started with ``python``."""
+    payload = Request(id=1, body=request).model_dump_json().encode()
+    try:
+        done = subprocess.run(
+            [python, "-m", "miles_verifiers._workers.describe"],
+            input=payload,
+            capture_output=True,
+            timeout=DESCRIBE_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        raise EpisodeSideError(
+            f"{PYTHON_SETTING} names {python}, which cannot be run ({error}). Fix: point it at "
+            "the python of the virtualenv the episodes run in."
+        ) from error
+    except subprocess.TimeoutExpired as error:
+        raise EpisodeSideError(
+            f"the episode side ({python}) did not describe the taskset within "
+            f"{DESCRIBE_TIMEOUT_S:.0f} s. Fix: check that its taskset loads offline."
+        ) from error
+    if done.returncode != 0 or not done.stdout:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        raise EpisodeSideError(
+            f"the episode side ({python}) exited with code {done.returncode} before describing "
+            "the taskset. Fix: install miles-verifiers and the taskset packages in that "
+            f"environment (see the README). Its last output: {' | '.join(tail) or 'none'}"
+        )
+    body = read_reply(done.stdout).body
+    if isinstance(body, Refused):
+        raise _as_setup_error(body)
+    if not isinstance(body, Description):
+        raise EpisodeSideError(f"the episode side answered a describe request with {body.kind}")
+    return body
 
 
 def worker_setup(run: Any) -> WorkerSetup:
     """The setup message: the config as text (workers need not see the trainer's files, only
     the taskset packages), the renderer, transport templates and cleanup limits."""
-    path = run.prepared.config_path
+    path = run.config_path
     cleanup = run.settings.cleanup
     return WorkerSetup(
         config_path=str(path),
         config_text=path.read_text(encoding="utf-8"),
-        expected_tasks=len(run.train.tasks),
-        renderer=RendererSpecModel(**dataclasses.asdict(run.renderer_spec)),
+        expected_tasks=len(run.description.tasks),
+        renderer=run.renderer,
         transport={
             mode: template.model_dump(mode="json", exclude={"engine_url", "rid_prefix"})
             for mode, template in run.transport.items()
@@ -33,8 +111,11 @@ def worker_setup(run: Any) -> WorkerSetup:
             shutdown_s=cleanup.shutdown_s,
             handler_s=cleanup.handler_s,
         ),
-        sys_path=[p for p in sys.path if p],
     )
+
+
+def worker_python(settings: Any) -> str:
+    return settings.episode_worker_python or sys.executable
 
 
 def build_pool(run: Any) -> WorkerPool:
@@ -45,10 +126,11 @@ def build_pool(run: Any) -> WorkerPool:
         # Past its deadline a worker still cancels the episode and aborts its requests.
         answer_margin_s=settings.cleanup_grace_s + settings.abort_timeout_s + ANSWER_SLACK_S,
     )
+    python = settings.episode_worker_python
     if settings.episode_worker_backend == "ray":
         from miles_verifiers._workers.ray_backend import start_ray_worker
 
-        return WorkerPool(limits, worker_setup(run), start_ray_worker)
+        return WorkerPool(limits, worker_setup(run), functools.partial(start_ray_worker, python=python))
     from miles_verifiers._workers.local import LocalWorker
 
-    return WorkerPool(limits, worker_setup(run), LocalWorker.start)
+    return WorkerPool(limits, worker_setup(run), functools.partial(LocalWorker.start, python=python))

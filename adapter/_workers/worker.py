@@ -13,11 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from miles_verifiers._episodes import (
@@ -28,14 +25,17 @@ from miles_verifiers._episodes import (
     run_group,
 )
 from miles_verifiers._errors import RolloutCallError
+from miles_verifiers._workers.describe import describe, installed_versions, load_config_and_taskset
 from miles_verifiers._workers.protocol import (
     CallEnd,
     CallStart,
+    DescribeRequest,
     Done,
     EpisodeErrorRecord,
     GroupRequest,
     GroupResult,
     ProtocolVersionError,
+    Ready,
     Refused,
     Reply,
     ReplyBody,
@@ -70,33 +70,20 @@ class _Call:
     semaphore: asyncio.Semaphore
 
 
-def _extend_sys_path(paths: list[str]) -> None:
-    for entry in paths:
-        if entry and entry not in sys.path and os.path.isdir(entry):
-            sys.path.append(entry)
-
-
 def build(setup: WorkerSetup) -> _Built:
-    """Load the config, the taskset and the renderer pool as the trainer process did."""
+    """Load the config, the taskset and the renderer pool the construction checks described.
+
+    Only the worker's own interpreter and packages are used (the taskset packages must be
+    installed where the workers run): nothing of the trainer's import path is borrowed.
+    """
     from verifiers.v1 import Environment
 
     from miles_verifiers._clients import RendererSpec, shared_renderer_pool
-    from miles_verifiers._config import (
-        check_not_legacy,
-        load_taskset,
-        parse_config_text,
-        validate_env_config,
-    )
 
-    _extend_sys_path(setup.sys_path)
-    path = Path(setup.config_path)
-    data = parse_config_text(setup.config_text, path)
-    check_not_legacy(data, path)
-    config = validate_env_config(data, path)
-    loaded = load_taskset(config)
+    config, loaded = load_config_and_taskset(setup.config_path, setup.config_text)
     if len(loaded.tasks) != setup.expected_tasks:
         raise WorkerRequestError(
-            f"the worker loaded {len(loaded.tasks)} tasks from {path} but the trainer has "
+            f"the worker loaded {len(loaded.tasks)} tasks from {setup.config_path} but the trainer has "
             f"{setup.expected_tasks}: the taskset differs between the two processes. Fix: "
             "install the same taskset version and data where the workers run."
         )
@@ -143,7 +130,9 @@ class WorkerHandler:
         if isinstance(body, WorkerSetup):
             if self._built is None:
                 self._built = await asyncio.to_thread(self._builder, body)
-            return Done()
+            return Ready(versions=installed_versions())
+        if isinstance(body, DescribeRequest):
+            return await asyncio.to_thread(describe, body)
         if isinstance(body, CallStart):
             await self._start_call(body)
             return Done()

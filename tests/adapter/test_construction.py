@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._construction import STAGES, Stage, StageResult, build, stages_named, survey
+from miles_verifiers._construction import (
+    STAGES,
+    Stage,
+    StageResult,
+    build,
+    inputs,
+    stages_named,
+    survey,
+)
 
 
 class Boom(ValueError):
@@ -82,16 +90,16 @@ PRODUCTS = {
     "options": {"options", "options_view"},
     "model": {"model"},
     "hooks": {"hooks"},
-    "transport": {"transport"},
-    "config": {"config_path", "config", "env_id"},
-    "taskset": {"taskset"},
+    "transport": {"transport", "warnings"},
+    "config": {"config_path", "config"},
+    "taskset": {"taskset", "description", "renderer"},
     "group reward": set(),
     "seeds": set(),
 }
 
 
 def test_every_stage_reads_only_inputs_or_products_of_earlier_stages():
-    available = {"args", "environ", "use_miles", "dispatch_budget_factor", "version_of"}
+    available = set(inputs(None, use_miles=False, dispatch_budget_factor=1))
     for stage in STAGES:
         assert set(stage.needs) <= available, stage.name
         available |= PRODUCTS[stage.name]

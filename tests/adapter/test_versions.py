@@ -68,7 +68,18 @@ def test_mcp_2_is_rejected_because_fastmcp_is_gone():
 def test_missing_distribution_is_a_problem_with_install_command():
     [problem] = problems_for(verifiers=None)
     assert problem.found is None
-    assert problem.fix == 'pip install "verifiers>=0.2.0,<0.2.1"'
+    assert problem.fix.startswith('pip install "verifiers>=0.2.0,<0.2.1"; or ')
+
+
+def test_a_verifiers_this_process_cannot_run_names_the_worker_virtualenv_as_the_way_out():
+    [problem] = problems_for(verifiers="0.4.0")
+    assert "0.4.0" in problem.describe() and "verifiers>=0.2.0,<0.2.1" in problem.fix
+    assert "MILES_VERIFIERS_EPISODE_WORKER_PYTHON" in problem.fix
+
+
+def test_a_renderers_fix_is_only_the_install_command():
+    [problem] = problems_for(renderers=None)
+    assert problem.fix == 'pip install "renderers>=0.1.8,<0.1.11"'
 
 
 def test_unparsable_version_is_a_problem():

@@ -13,9 +13,11 @@ from miles_verifiers._workers.protocol import (
     PROTOCOL_VERSION,
     CallStart,
     CleanupSpec,
+    Done,
     GroupRequest,
     GroupResult,
     ProtocolVersionError,
+    Ready,
     Refused,
     RendererSpecModel,
     Reply,
@@ -122,10 +124,69 @@ def test_a_request_of_another_major_version_is_refused_naming_both_versions() ->
             body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
         ).model_dump_json()
     )
-    raw["version"] = "2.0"
+    raw["version"] = "3.0"
     with pytest.raises(ProtocolVersionError) as caught:
         read_request(json.dumps(raw))
-    assert "2.0" in str(caught.value) and PROTOCOL_VERSION in str(caught.value)
+    assert "3.0" in str(caught.value) and PROTOCOL_VERSION in str(caught.value)
+
+
+def test_a_reply_of_another_major_version_is_refused_by_the_trainer_naming_both_versions() -> None:
+    raw = json.loads(Reply(id=1, body=Done()).model_dump_json())
+    raw["version"] = "1.0"
+    with pytest.raises(ProtocolVersionError) as caught:
+        read_reply(json.dumps(raw))
+    message = str(caught.value)
+    assert "protocol 1.0" in message and f"protocol {PROTOCOL_VERSION}" in message
+    assert "the trainer speaks" in message
+
+
+def test_an_older_minor_version_of_the_same_major_is_read() -> None:
+    raw = json.loads(Reply(id=4, body=Done()).model_dump_json())
+    raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.0"
+    assert read_reply(json.dumps(raw)).id == 4
+
+
+def test_fields_a_newer_minor_version_adds_are_ignored_in_a_request() -> None:
+    raw = json.loads(
+        Request(
+            id=1,
+            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
+        ).model_dump_json()
+    )
+    raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.7"
+    raw["priority"] = "high"
+    raw["body"]["cache_salt"] = "s"
+    request = read_request(json.dumps(raw))
+    assert isinstance(request.body, GroupRequest) and request.body.task_index == 0
+
+
+def test_fields_a_newer_minor_version_adds_are_ignored_in_a_reply_down_to_its_records() -> None:
+    raw = json.loads(Reply(id=3, body=GroupResult(traces=[a_trace_record()])).model_dump_json())
+    raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.7"
+    raw["body"]["episode_status"] = "ok"
+    raw["body"]["traces"][0]["agent"] = {"name": "user", "trainable": False}
+    raw["body"]["traces"][0]["branches"][0]["advantages"] = [0.5]
+    reply = read_reply(json.dumps(raw))
+    assert isinstance(reply.body, GroupResult)
+    assert reply.body.traces[0] == a_trace_record()
+
+
+def test_the_answer_to_a_setup_is_the_workers_hello_with_its_versions() -> None:
+    handler = WorkerHandler(builder=lambda setup: object())  # type: ignore[arg-type,return-value]
+    request = Request(
+        id=5,
+        body=WorkerSetup(
+            config_path="/x.toml",
+            config_text="",
+            expected_tasks=1,
+            renderer=RendererSpecModel(tokenizer_source="t", identity=None),
+            transport={},
+            cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
+        ),
+    )
+    reply = read_reply(asyncio.run(handler.handle_frame(request.model_dump_json().encode())))
+    assert isinstance(reply.body, Ready) and reply.body.protocol == PROTOCOL_VERSION
+    assert {"python", "miles-verifiers", "verifiers", "renderers"} <= set(reply.body.versions)
 
 
 def test_a_newer_minor_version_of_the_same_major_is_read() -> None:

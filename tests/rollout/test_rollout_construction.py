@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-from miles_verifiers._clients import EngineAddressUnsetError
 from miles_verifiers._contract.compat import contract
+from miles_verifiers._engine_settings import EngineAddressUnsetError
 from miles_verifiers._errors import SetupError
 from tests.adapter.state_dir_support import other_process
 from tests.rollout.rollout_support import (
@@ -405,16 +405,16 @@ def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
     use_miles_router: bool,
     warned: bool,
 ) -> None:
-    import miles_verifiers._clients as clients
+    import miles_verifiers._construction as construction
 
-    configured = clients.sampling_config_values
+    configured = construction.sampling_config_values
     monkeypatch.setattr(
-        clients,
+        construction,
         "sampling_config_values",
         lambda sampling, seed=None: {**configured(sampling, seed), "logit_bias": {"7": 1.0}},
     )
     args = miles_args(use_miles_router=use_miles_router)
-    with caplog.at_level("WARNING", logger="miles_verifiers._clients"):
+    with caplog.at_level("WARNING", logger="miles_verifiers._rollout"):
         construct(
             args,
             write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.checks import router_sampling_problem
+from miles_verifiers._engine_settings import router_drop_warning
 from miles_verifiers._transport.routers import RouterKind
 from tests.runner.runner_support import run_command
 
@@ -52,16 +52,31 @@ def test_check_names_the_router_miles_runs_and_the_keys_it_drops(silent_router):
     assert "sglang-router" in line and "logit_bias" in line
 
 
-def test_logit_bias_through_the_real_router_is_reported_by_check():
-    keys = ["temperature", "logit_bias"]
-    problem = router_sampling_problem(keys, RouterKind.SGLANG_ROUTER, "train")
-    assert problem is not None
-    assert problem.stage == "router"
-    assert "logit_bias" in problem.message and "--use-miles-router" in problem.message
+def test_logit_bias_through_the_real_router_is_warned_about_naming_the_fix():
+    values = {"temperature": 1.0, "logit_bias": {}}
+    warning = router_drop_warning(values, RouterKind.SGLANG_ROUTER, "train")
+    assert warning is not None
+    assert "logit_bias" in warning and "--use-miles-router" in warning
 
 
 def test_a_pass_through_router_keeps_every_sampling_key():
-    assert router_sampling_problem(["logit_bias"], RouterKind.PASS_THROUGH, "train") is None
+    assert router_drop_warning({"logit_bias": {}}, RouterKind.PASS_THROUGH, "train") is None
+
+
+def test_check_warns_about_a_key_the_router_drops_and_passes_like_construction(
+    silent_router, monkeypatch
+):
+    import miles_verifiers._construction as construction
+
+    configured = construction.sampling_config_values
+    monkeypatch.setattr(
+        construction,
+        "sampling_config_values",
+        lambda sampling, seed=None: {**configured(sampling, seed), "logit_bias": {"7": 1.0}},
+    )
+    code, stdout, stderr = run_command(["check", "--config", "mv-arith", *VALID, *silent_router])
+    assert code == 0, stdout + stderr
+    assert "warning" in stdout and "logit_bias" in stdout and "--use-miles-router" in stdout
 
 
 def test_check_reports_a_rejected_option_and_a_bad_config_together(tmp_path, silent_router):
