@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import shlex
+import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,8 @@ from miles_verifiers._runner.environment import (
     use_fixture_tokenizers,
     verifiers_config,
 )
-from miles_verifiers._runner.outputs import check_output_paths
+from miles_verifiers._runner.interrupts import sigterm_as_interrupt
+from miles_verifiers._runner.outputs import check_output_paths, leftover_partials
 from miles_verifiers._runner.progress import ProgressObserver
 from miles_verifiers._runner.reporting import (
     EXIT_FAILURE,
@@ -33,9 +37,10 @@ from miles_verifiers._runner.reporting import (
     EXIT_USAGE,
     report_error,
 )
+from miles_verifiers._runner.resume import resume_words
 from miles_verifiers._runner.schedule import PlannedCall, plan_calls
 from miles_verifiers._runner.session import RunRequest, RunResult, SilentObserver, run_rollouts
-from miles_verifiers._runner.summary import eval_table, summary_table
+from miles_verifiers._runner.summary import eval_table, id_ranges, summary_table
 
 COMMAND = "rollout"
 DEFAULT_OUTPUT = Path("out/samples.jsonl")
@@ -155,25 +160,84 @@ def run_with_preset(
         call_timeout_s=cli.call_timeout,
     )
     console = Console(stderr=True)
-    try:
-        if wants_fixture_tokenizers(cli, args):
-            use_fixture_tokenizers()
-        with verifiers_config(config_path):
-            observer = ProgressObserver(calls, console) if cli.progress else None
-            with observer if observer is not None else contextlib.nullcontext():
-                result = run_rollouts(request, observer or SilentObserver())
-    except KeyboardInterrupt:
-        console.print(
-            f"miles-verifiers {command}: interrupted; {cli.output} and {cli.metrics_output} "
-            "are left as they were before this run",
-            markup=False,
-        )
-        return EXIT_INTERRUPTED
-    except Exception as error:
-        report_error(command, error, debug=debug)
-        return EXIT_FAILURE
+    warn_about_leftovers(command, cli.output, console)
+    with sigterm_as_interrupt() as received:
+        try:
+            if wants_fixture_tokenizers(cli, args):
+                use_fixture_tokenizers()
+            with verifiers_config(config_path):
+                observer = ProgressObserver(calls, console) if cli.progress else None
+                with observer if observer is not None else contextlib.nullcontext():
+                    result = run_rollouts(request, observer or SilentObserver())
+        except KeyboardInterrupt:
+            console.print(
+                f"miles-verifiers {command}: interrupted before any rollout completed; "
+                f"{cli.output} and {cli.metrics_output} are left as they were before this run",
+                markup=False,
+                soft_wrap=True,
+            )
+            return _interrupted_exit(received)
+        except Exception as error:
+            report_error(command, error, debug=debug)
+            return EXIT_FAILURE
     print_result(result, Console())
-    return 0
+    if result.summary.status == "complete":
+        return 0
+    report_interruption(command, cli, args, result, console)
+    return _interrupted_exit(received)
+
+
+def _interrupted_exit(received: list[int]) -> int:
+    # The shell convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM.
+    return 128 + signal.SIGTERM if received else EXIT_INTERRUPTED
+
+
+def warn_about_leftovers(command: str, output: Path, console: Console) -> None:
+    for path in leftover_partials(output):
+        console.print(
+            f"miles-verifiers {command}: warning: {path} was left by an earlier run that was "
+            "killed before it could finish; it holds the samples of that run's completed "
+            "calls (see each line's rollout_id). This run leaves it alone: rename it to keep "
+            "it, or delete it.",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def report_interruption(
+    command: str,
+    cli: argparse.Namespace,
+    args: argparse.Namespace,
+    result: RunResult,
+    console: Console,
+) -> None:
+    """What an interrupted run kept, and the command that carries on from where it stopped."""
+    held = id_ranges(result.summary.train_rollout_ids)
+    lines = [
+        f"miles-verifiers {command}: interrupted; {result.output} holds the samples of "
+        f"training rollouts {held} (and the evaluations that ran), {result.metrics_output} "
+        "their metrics, marked interrupted."
+    ]
+    if result.resume is None:
+        lines.append("Every training rollout completed; only the final evaluation did not run.")
+    else:
+        words = resume_words(
+            getattr(cli, "command_line", None) or sys.argv[1:],
+            result.resume,
+            save_dir=args.save,
+            evaluates=args.eval_interval is not None,
+            output=cli.output,
+            metrics_output=cli.metrics_output,
+        )
+        if not args.save:
+            lines.append(
+                "--save was not given, so no task cursor was kept: the resumed run starts at "
+                "task offset rollout id x --rollout-batch-size, which repeats or skips tasks "
+                "when groups were dropped or carried over. Pass --save DIR to keep it."
+            )
+        lines.append(f"To resume: {shlex.join(['miles-verifiers', *words])}")
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def print_result(result: RunResult, console: Console) -> None:

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(argv: Sequence[str]) -> tuple[int, str, str]:
     """Parse and run one command in-process; returns (exit code, stdout, stderr)."""
     namespace = build_parser().parse_args(list(argv))
+    namespace.command_line = list(argv)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = namespace.handler(namespace)
