@@ -5,7 +5,8 @@ beside it, flushed after every completed call, and at the end (also after Ctrl-C
 the metrics and then the samples are renamed into place, which is atomic within a directory.
 A run killed outright (SIGKILL) leaves the partial file, and the next run names it. A symlink
 is followed: its target is what gets replaced. A target that exists and is not a regular file
-(a pipe, a terminal, ``/dev/stdout``) is written to as it is, in append mode, never replaced.
+(a pipe, a terminal), or is where standard output goes (``/dev/stdout``, even when redirected
+to a file), is written to as it is, in append mode, never replaced.
 """
 
 from __future__ import annotations
@@ -34,14 +35,33 @@ class OutputWriteError(CommandLineError, OSError):
     """Writing an output failed (no space, a closed pipe, no permission)."""
 
 
+def _is_open_as(status: os.stat_result, fd: int) -> bool:
+    try:
+        other = os.fstat(fd)
+    except OSError:
+        return False
+    return (status.st_dev, status.st_ino) == (other.st_dev, other.st_ino)
+
+
+def is_stdout(path: Path) -> bool:
+    """Whether ``path`` is this process's standard output (``/dev/stdout``, or its file)."""
+    try:
+        return _is_open_as(os.stat(path), 1)
+    except OSError:
+        return False
+
+
 def replaced_file(path: Path) -> Path | None:
     """The regular file to create or replace for ``path``; None when ``path`` exists and is not
-    a regular file (it is then written to as it is)."""
+    a regular file, or is the file standard output or error goes to (it is then written to as
+    it is: replacing it would cut it off from the shell's redirection)."""
     try:
-        mode = os.stat(path).st_mode  # follows symlinks: /dev/stdout is whatever fd 1 is
+        status = os.stat(path)  # follows symlinks: /dev/stdout is whatever fd 1 is
     except OSError:
         return path.resolve()  # missing (or a dangling link): created where it points
-    return path.resolve() if stat.S_ISREG(mode) else None
+    if not stat.S_ISREG(status.st_mode) or _is_open_as(status, 1) or _is_open_as(status, 2):
+        return None
+    return path.resolve()
 
 
 def _same_file(first: Path, second: Path) -> bool:

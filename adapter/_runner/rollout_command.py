@@ -29,7 +29,7 @@ from miles_verifiers._runner.environment import (
     verifiers_config,
 )
 from miles_verifiers._runner.interrupts import sigterm_as_interrupt
-from miles_verifiers._runner.outputs import check_output_paths, leftover_partials
+from miles_verifiers._runner.outputs import check_output_paths, is_stdout, leftover_partials
 from miles_verifiers._runner.progress import ProgressObserver
 from miles_verifiers._runner.reporting import (
     EXIT_FAILURE,
@@ -180,7 +180,9 @@ def run_with_preset(
         except Exception as error:
             report_error(command, error, debug=debug)
             return EXIT_FAILURE
-    print_result(result, Console())
+    # Samples piped out through standard output (--output /dev/stdout | jq) stay unmixed.
+    to_stdout = is_stdout(cli.output) or is_stdout(cli.metrics_output)
+    print_result(result, Console(stderr=to_stdout))
     if result.summary.status == "complete":
         return 0
     report_interruption(command, cli, args, result, console)
@@ -213,10 +215,11 @@ def report_interruption(
 ) -> None:
     """What an interrupted run kept, and the command that carries on from where it stopped."""
     held = id_ranges(result.summary.train_rollout_ids)
+    evals = " (and the evaluations that ran)" if result.summary.evals else ""
     lines = [
         f"miles-verifiers {command}: interrupted; {result.output} holds the samples of "
-        f"training rollouts {held} (and the evaluations that ran), {result.metrics_output} "
-        "their metrics, marked interrupted."
+        f"training rollouts {held}{evals}, {result.metrics_output} their metrics, marked "
+        "interrupted."
     ]
     if result.resume is None:
         lines.append("Every training rollout completed; only the final evaluation did not run.")

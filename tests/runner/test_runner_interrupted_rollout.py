@@ -216,3 +216,15 @@ def test_an_output_with_no_space_fails_the_run_naming_it_and_is_not_replaced(tmp
     assert code == 1
     assert f"cannot write the samples to {full}" in stderr and "Traceback" not in stderr
     assert os.readlink(full) == "/dev/full"
+
+
+def test_samples_sent_to_standard_output_come_out_there_and_the_summary_goes_to_stderr(
+    tmp_path, capfd
+):
+    # Under capfd, standard output is a regular file: like `rollout ... > samples.jsonl`.
+    code, stdout, stderr = run_command(_argv(tmp_path, "--output", "/dev/stdout", num_rollout="1"))
+    written = capfd.readouterr().out
+
+    assert code == 0, stderr
+    assert len([json.loads(line) for line in written.splitlines()]) == BATCH * N
+    assert stdout == "" and "Rollout summary" in stderr
