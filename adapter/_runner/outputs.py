@@ -96,9 +96,10 @@ def leftover_partials(output: Path) -> list[Path]:
 
 def _write_error(what: str, path: Path, error: OSError) -> OutputWriteError:
     reason = error.strerror or str(error)
+    flag = "--output" if what == "samples" else "--metrics-output"
     return OutputWriteError(
-        f"cannot write the {what} to {path}: {reason}. Fix: free space there, or point "
-        f"--{'output' if what == 'samples' else 'metrics-output'} at a writable place."
+        f"cannot write the {what} to {path}: {reason}. Fix: make room or permission there "
+        f"(or keep a reader on the pipe), or point {flag} at a writable file."
     )
 
 
@@ -159,7 +160,11 @@ class RunOutputs:
         try:
             _write_metrics(self.metrics_output, metrics)
         except OSError as error:
-            raise _write_error("metrics", self.metrics_output, error) from error
+            failure = _write_error("metrics", self.metrics_output, error)
+            kept, self._partial = self._partial, None  # the samples are sound: keep them
+            if kept is not None:
+                failure = OutputWriteError(f"{failure} The samples are kept in {kept}.")
+            raise failure from error
         if self._partial is not None and self._target is not None:
             os.replace(self._partial, self._target)
             self._partial = None

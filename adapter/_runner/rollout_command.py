@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import math
 import shlex
-import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from miles_verifiers._runner.progress import ProgressObserver
 from miles_verifiers._runner.reporting import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     report_error,
 )
@@ -190,8 +190,7 @@ def run_with_preset(
 
 
 def _interrupted_exit(received: list[int]) -> int:
-    # The shell convention, 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM.
-    return 128 + signal.SIGTERM if received else EXIT_INTERRUPTED
+    return EXIT_TERMINATED if received else EXIT_INTERRUPTED
 
 
 def warn_about_leftovers(command: str, output: Path, console: Console) -> None:

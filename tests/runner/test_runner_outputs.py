@@ -10,6 +10,7 @@ import pytest
 
 from miles_verifiers._runner.outputs import (
     OutputPathError,
+    OutputWriteError,
     check_output_paths,
     leftover_partials,
     run_outputs,
@@ -101,3 +102,16 @@ def test_two_streams_may_take_both_outputs(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "alias").symlink_to(tmp_path / "pipe")
     check_output_paths(tmp_path / "pipe", tmp_path / "alias")
+
+
+def test_metrics_that_cannot_be_written_keep_the_samples_in_the_partial_file(tmp_path):
+    (tmp_path / "metrics.json").mkdir()  # a directory: the metrics cannot go there
+    with (
+        pytest.raises(OutputWriteError, match="metrics.json") as failure,
+        run_outputs(tmp_path / "samples.jsonl", tmp_path / "metrics.json") as outputs,
+    ):
+        outputs.write([{"rollout_id": 0}])
+        partial = outputs.partial
+        outputs.publish({})
+    assert f"samples are kept in {partial}" in str(failure.value)
+    assert partial is not None and partial.read_text() == '{"rollout_id": 0}\n'
