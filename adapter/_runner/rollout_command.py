@@ -78,7 +78,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         type=Path,
         default=DEFAULT_OUTPUT,
-        help="samples, JSON lines (default: %(default)s)",
+        help="samples, JSON lines, kept for every completed rollout even when the run is "
+        "interrupted; a pipe or /dev/stdout is written to as it is (default: %(default)s)",
     )
     group.add_argument(
         "--metrics-output",
