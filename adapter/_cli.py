@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
+    args.command_line = words  # as typed, for the resume command an interrupted run prints
     return int(args.handler(args) or 0)
 
 

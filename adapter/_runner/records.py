@@ -13,7 +13,6 @@ import enum
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 
@@ -102,10 +101,3 @@ def write_lines(stream: IO[str], records: Iterable[Mapping[str, Any]]) -> int:
 def json_document(document: Any) -> str:
     """``document`` as indented, strict JSON text ending in a newline."""
     return json.dumps(jsonable(document), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
-
-
-def write_json(path: Path, document: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json_document(document), encoding="utf-8")
-    temporary.replace(path)

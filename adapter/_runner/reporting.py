@@ -7,10 +7,11 @@ import traceback
 from typing import TextIO
 
 # Exit codes: 1 for a run or construction failure, 2 for a command line that cannot be used
-# (argparse's own convention), 130 for Ctrl-C.
+# (argparse's own convention), 128 + the signal for Ctrl-C (130) and SIGTERM (143).
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 # Errors raised on purpose carry a message that explains itself; any other type is named, as
 # it most likely is a bug whose type matters.

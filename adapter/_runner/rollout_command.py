@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,17 +27,20 @@ from miles_verifiers._runner.environment import (
     use_fixture_tokenizers,
     verifiers_config,
 )
-from miles_verifiers._runner.outputs import check_output_paths
+from miles_verifiers._runner.interrupts import sigterm_as_interrupt
+from miles_verifiers._runner.outputs import check_output_paths, is_stdout, leftover_partials
 from miles_verifiers._runner.progress import ProgressObserver
 from miles_verifiers._runner.reporting import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     report_error,
 )
+from miles_verifiers._runner.resume import resume_words
 from miles_verifiers._runner.schedule import PlannedCall, plan_calls
 from miles_verifiers._runner.session import RunRequest, RunResult, SilentObserver, run_rollouts
-from miles_verifiers._runner.summary import eval_table, summary_table
+from miles_verifiers._runner.summary import eval_table, id_ranges, summary_table
 
 COMMAND = "rollout"
 DEFAULT_OUTPUT = Path("out/samples.jsonl")
@@ -73,7 +78,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         type=Path,
         default=DEFAULT_OUTPUT,
-        help="samples, JSON lines (default: %(default)s)",
+        help="samples, JSON lines, kept for every completed rollout even when the run is "
+        "interrupted; a pipe or /dev/stdout is written to as it is (default: %(default)s)",
     )
     group.add_argument(
         "--metrics-output",
@@ -155,25 +161,86 @@ def run_with_preset(
         call_timeout_s=cli.call_timeout,
     )
     console = Console(stderr=True)
-    try:
-        if wants_fixture_tokenizers(cli, args):
-            use_fixture_tokenizers()
-        with verifiers_config(config_path):
-            observer = ProgressObserver(calls, console) if cli.progress else None
-            with observer if observer is not None else contextlib.nullcontext():
-                result = run_rollouts(request, observer or SilentObserver())
-    except KeyboardInterrupt:
+    warn_about_leftovers(command, cli.output, console)
+    with sigterm_as_interrupt() as received:
+        try:
+            if wants_fixture_tokenizers(cli, args):
+                use_fixture_tokenizers()
+            with verifiers_config(config_path):
+                observer = ProgressObserver(calls, console) if cli.progress else None
+                with observer if observer is not None else contextlib.nullcontext():
+                    result = run_rollouts(request, observer or SilentObserver())
+        except KeyboardInterrupt:
+            console.print(
+                f"miles-verifiers {command}: interrupted before any rollout completed; "
+                f"{cli.output} and {cli.metrics_output} are left as they were before this run",
+                markup=False,
+                soft_wrap=True,
+            )
+            return _interrupted_exit(received)
+        except Exception as error:
+            report_error(command, error, debug=debug)
+            return EXIT_FAILURE
+    # Samples piped out through standard output (--output /dev/stdout | jq) stay unmixed.
+    to_stdout = is_stdout(cli.output) or is_stdout(cli.metrics_output)
+    print_result(result, Console(stderr=to_stdout))
+    if result.summary.status == "complete":
+        return 0
+    report_interruption(command, cli, args, result, console)
+    return _interrupted_exit(received)
+
+
+def _interrupted_exit(received: list[int]) -> int:
+    return EXIT_TERMINATED if received else EXIT_INTERRUPTED
+
+
+def warn_about_leftovers(command: str, output: Path, console: Console) -> None:
+    for path in leftover_partials(output):
         console.print(
-            f"miles-verifiers {command}: interrupted; {cli.output} and {cli.metrics_output} "
-            "are left as they were before this run",
+            f"miles-verifiers {command}: warning: {path} was left by an earlier run that was "
+            "killed before it could finish; it holds the samples of that run's completed "
+            "calls (see each line's rollout_id). This run leaves it alone: rename it to keep "
+            "it, or delete it.",
             markup=False,
+            soft_wrap=True,
         )
-        return EXIT_INTERRUPTED
-    except Exception as error:
-        report_error(command, error, debug=debug)
-        return EXIT_FAILURE
-    print_result(result, Console())
-    return 0
+
+
+def report_interruption(
+    command: str,
+    cli: argparse.Namespace,
+    args: argparse.Namespace,
+    result: RunResult,
+    console: Console,
+) -> None:
+    """What an interrupted run kept, and the command that carries on from where it stopped."""
+    held = id_ranges(result.summary.train_rollout_ids)
+    evals = " (and the evaluations that ran)" if result.summary.evals else ""
+    lines = [
+        f"miles-verifiers {command}: interrupted; {result.output} holds the samples of "
+        f"training rollouts {held}{evals}, {result.metrics_output} their metrics, marked "
+        "interrupted."
+    ]
+    if result.resume is None:
+        lines.append("Every training rollout completed; only the final evaluation did not run.")
+    else:
+        words = resume_words(
+            getattr(cli, "command_line", None) or sys.argv[1:],
+            result.resume,
+            save_dir=args.save,
+            evaluates=args.eval_interval is not None,
+            output=cli.output,
+            metrics_output=cli.metrics_output,
+        )
+        if not args.save:
+            lines.append(
+                "--save was not given, so no task cursor was kept: the resumed run starts at "
+                "task offset rollout id x --rollout-batch-size, which repeats or skips tasks "
+                "when groups were dropped or carried over. Pass --save DIR to keep it."
+            )
+        lines.append(f"To resume: {shlex.join(['miles-verifiers', *words])}")
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def print_result(result: RunResult, console: Console) -> None:

@@ -14,24 +14,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from miles_verifiers._contract.compat import Contract, contract
 from miles_verifiers._errors import CommandLineError
 from miles_verifiers._runner.engine import EngineAddress, engine_target, point_args_at
 from miles_verifiers._runner.loading import build_rollout_function
 from miles_verifiers._runner.loop import BackgroundLoop, call_rollout_function
-from miles_verifiers._runner.outputs import check_output_paths, staged_outputs
-from miles_verifiers._runner.records import (
-    eval_records,
-    jsonable,
-    train_records,
-    write_lines,
-)
+from miles_verifiers._runner.outputs import RunOutputs, check_output_paths, run_outputs
+from miles_verifiers._runner.records import eval_records, jsonable, train_records
 from miles_verifiers._runner.redaction import redact
 from miles_verifiers._runner.reporting import error_text
-from miles_verifiers._runner.schedule import PlannedCall
-from miles_verifiers._runner.summary import EvalCallStats, RunSummary, RunTally, TrainCallStats
+from miles_verifiers._runner.schedule import PlannedCall, ResumePoint, resume_point
+from miles_verifiers._runner.summary import (
+    EvalCallStats,
+    RunStatus,
+    RunSummary,
+    RunTally,
+    TrainCallStats,
+)
 
 
 class RolloutOutputError(CommandLineError, TypeError):
@@ -89,6 +90,8 @@ class RunResult:
     output: Path
     metrics_output: Path
     engine: EngineAddress
+    # Where an interrupted run carries on; None when complete (or only the final eval is left).
+    resume: ResumePoint | None
 
 
 def make_input(call: PlannedCall, types: Contract) -> Any:
@@ -112,19 +115,24 @@ def _require_output(call: PlannedCall, output: Any) -> None:
 @dataclass
 class _Recorder:
     tally: RunTally
-    stream: IO[str]
+    outputs: RunOutputs
     written: int = 0
+    calls_done: int = 0
 
     def record(
         self, call: PlannedCall, output: Any, wall_s: float
     ) -> TrainCallStats | EvalCallStats:
         _require_output(call, output)
         metrics = getattr(output, "metrics", None)
+        stats: TrainCallStats | EvalCallStats
         if call.evaluation:
-            self.written += write_lines(self.stream, eval_records(output.data, call.rollout_id))
-            return self.tally.add_eval(call.rollout_id, output.data, metrics, wall_s)
-        self.written += write_lines(self.stream, train_records(output.samples, call.rollout_id))
-        return self.tally.add_train(call.rollout_id, output.samples, metrics, wall_s)
+            self.written += self.outputs.write(eval_records(output.data, call.rollout_id))
+            stats = self.tally.add_eval(call.rollout_id, output.data, metrics, wall_s)
+        else:
+            self.written += self.outputs.write(train_records(output.samples, call.rollout_id))
+            stats = self.tally.add_train(call.rollout_id, output.samples, metrics, wall_s)
+        self.calls_done += 1
+        return stats
 
 
 async def _drive(
@@ -151,6 +159,7 @@ async def _drive(
 
 def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) -> dict[str, Any]:
     return {
+        "status": summary.status,
         "args": redact(jsonable(vars(request.args))),
         "train": [asdict(call) for call in tally.train_calls],
         "eval": [asdict(call) for call in tally.eval_calls],
@@ -159,8 +168,10 @@ def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) 
 
 
 def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> RunResult:
-    """Run ``request.calls`` and write the samples and metrics; raises on the first failure,
-    leaving any earlier outputs at those paths as they were."""
+    """Run ``request.calls``, writing each call's samples as it completes. On Ctrl-C (or
+    SIGTERM, which the command turns into one) after a completed call, the completed calls'
+    samples and metrics are put in place, marked interrupted. On a failure, or an interrupt
+    before any call completed, it raises and any earlier outputs stay as they were."""
     check_output_paths(request.output, request.metrics_output)
     observer = observer or SilentObserver()
     started = time.monotonic()
@@ -176,16 +187,25 @@ def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> Ru
         # Miles resolves the start id after construction (from the checkpoint, else 0).
         request.args.start_rollout_id = 0
     tally = RunTally(reward_args=request.args)
-    with staged_outputs(request.output, request.metrics_output) as outputs:
-        with (
-            engine_target(request.engine_url, request.engine_model) as address,
-            BackgroundLoop() as loop,
-        ):
-            point_args_at(request.args, address)
-            observer.engine_ready(address)
-            recorder = _Recorder(tally, outputs.samples)
-            asyncio.run(_drive(fn, request, types, loop, recorder, observer))
-        summary = tally.finish(time.monotonic() - started)
-        outputs.write_metrics(metrics_document(request, tally, summary))
-        outputs.publish()
-    return RunResult(summary, recorder.written, request.output, request.metrics_output, address)
+    with run_outputs(request.output, request.metrics_output) as outputs:
+        recorder = _Recorder(tally, outputs)
+        try:
+            with (
+                engine_target(request.engine_url, request.engine_model) as address,
+                BackgroundLoop() as loop,
+            ):
+                point_args_at(request.args, address)
+                observer.engine_ready(address)
+                asyncio.run(_drive(fn, request, types, loop, recorder, observer))
+        except KeyboardInterrupt:
+            if recorder.calls_done == 0:
+                raise
+        resume = resume_point(request.calls, recorder.calls_done)
+        status: RunStatus = (
+            "complete" if recorder.calls_done == len(request.calls) else "interrupted"
+        )
+        summary = tally.finish(time.monotonic() - started, status)
+        outputs.publish(metrics_document(request, tally, summary))
+    return RunResult(
+        summary, recorder.written, request.output, request.metrics_output, address, resume
+    )

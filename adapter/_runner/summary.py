@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rich.markup import escape
 from rich.table import Table
@@ -21,6 +21,9 @@ from miles_verifiers._metrics import DROP_PREFIX, GROUPS_REPLACED, TRAIN_PREFIX
 from miles_verifiers._runner.records import flatten_samples
 
 REPLACED_KEY = f"{TRAIN_PREFIX}{GROUPS_REPLACED}"
+
+# "interrupted": the run stopped early (Ctrl-C, SIGTERM) and holds only the calls it lists.
+RunStatus = Literal["complete", "interrupted"]
 
 
 def _status_value(sample: Any) -> str:
@@ -81,6 +84,8 @@ class EvalCallStats:
 
 @dataclass(frozen=True)
 class RunSummary:
+    status: RunStatus
+    train_rollout_ids: tuple[int, ...]
     train_rollouts: int
     groups: int
     samples: int
@@ -170,9 +175,11 @@ class RunTally:
         self.eval_calls.append(stats)
         return stats
 
-    def finish(self, wall_s: float) -> RunSummary:
+    def finish(self, wall_s: float, status: RunStatus = "complete") -> RunSummary:
         samples = sum(c.samples for c in self.train_calls)
         return RunSummary(
+            status=status,
+            train_rollout_ids=tuple(c.rollout_id for c in self.train_calls),
             train_rollouts=len(self.train_calls),
             groups=sum(c.groups for c in self.train_calls),
             samples=samples,
@@ -202,13 +209,26 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def id_ranges(ids: Sequence[int]) -> str:
+    """Rollout ids as runs of consecutive ids: ``0-14``, ``3, 7-9``; ``none`` when empty."""
+    runs: list[list[int]] = []
+    for rollout_id in ids:
+        if runs and rollout_id == runs[-1][1] + 1:
+            runs[-1][1] = rollout_id
+        else:
+            runs.append([rollout_id, rollout_id])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs) or "none"
+
+
 def summary_table(summary: RunSummary) -> Table:
     table = Table(title="Rollout summary", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", justify="right")
     drops = ", ".join(f"{reason} {_number(n)}" for reason, n in summary.drops.items()) or "none"
     rows = [
+        ("run", summary.status),
         ("training rollouts", _number(summary.train_rollouts)),
+        ("rollout ids", id_ranges(summary.train_rollout_ids)),
         ("groups", _number(summary.groups)),
         ("samples", _number(summary.samples)),
         ("reward mean", _number(summary.reward_mean)),

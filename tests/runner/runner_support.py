@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(argv: Sequence[str]) -> tuple[int, str, str]:
     """Parse and run one command in-process; returns (exit code, stdout, stderr)."""
     namespace = build_parser().parse_args(list(argv))
+    namespace.command_line = list(argv)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = namespace.handler(namespace)
@@ -81,3 +82,25 @@ class WrongOutput:
 
 
 NOT_CALLABLE = 42
+
+
+class InterruptingProbe(CallOrderProbe):
+    """Presses Ctrl-C (SIGINT to this process) during its call at :attr:`INTERRUPT_AT`, then
+    waits to be cancelled."""
+
+    INTERRUPT_AT = ("train", 1)
+
+    async def __call__(self, call_input: object) -> object:
+        import asyncio
+        import os
+        import signal
+
+        kind = "eval" if call_input.evaluation else "train"  # type: ignore[attr-defined]
+        if (kind, call_input.rollout_id) == self.INTERRUPT_AT:  # type: ignore[attr-defined]
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(60)  # cancelled by the interrupt long before
+        return await super().__call__(call_input)
+
+
+class InterruptingFirstCall(InterruptingProbe):
+    INTERRUPT_AT = ("eval", 0)

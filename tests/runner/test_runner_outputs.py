@@ -1,4 +1,5 @@
-"""Where ``rollout`` writes: two distinct files, checked before anything runs."""
+"""Where ``rollout`` writes: two distinct files, checked before anything runs; samples reach
+disk as each call completes; a stream output is written to as it is."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.outputs import OutputPathError, check_output_paths
+from miles_verifiers._runner.outputs import (
+    OutputPathError,
+    OutputWriteError,
+    check_output_paths,
+    leftover_partials,
+    run_outputs,
+)
 from tests.runner.runner_support import run_command
 
 
@@ -47,3 +54,64 @@ def test_rollout_with_both_outputs_on_one_path_exits_2_before_writing(tmp_path, 
     assert "--metrics-output" in stderr and "same file" in stderr
     assert stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_written_samples_are_on_disk_in_a_partial_file_before_the_run_ends(tmp_path):
+    output = tmp_path / "samples.jsonl"
+    with run_outputs(output, tmp_path / "metrics.json") as outputs:
+        outputs.write([{"rollout_id": 0}])
+        assert outputs.partial is not None and outputs.partial.parent == tmp_path
+        assert outputs.partial.read_text(encoding="utf-8") == '{"rollout_id": 0}\n'
+        assert not output.exists()
+        outputs.publish({"status": "interrupted"})
+    assert output.read_text(encoding="utf-8") == '{"rollout_id": 0}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
+
+
+def test_unpublished_outputs_leave_the_previous_pair_and_no_partial_file(tmp_path):
+    output, metrics = tmp_path / "samples.jsonl", tmp_path / "metrics.json"
+    output.write_text("previous\n", encoding="utf-8")
+    with run_outputs(output, metrics) as outputs:
+        outputs.write([{"rollout_id": 0}])
+    assert output.read_text(encoding="utf-8") == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["samples.jsonl"]
+
+
+def test_a_symlinked_output_replaces_its_target_and_stays_a_link(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "samples.jsonl").write_text("previous\n", encoding="utf-8")
+    (tmp_path / "samples.jsonl").symlink_to(tmp_path / "runs" / "samples.jsonl")
+    with run_outputs(tmp_path / "samples.jsonl", tmp_path / "metrics.json") as outputs:
+        outputs.write([{"rollout_id": 0}])
+        outputs.publish({})
+    assert (tmp_path / "samples.jsonl").is_symlink()
+    assert (tmp_path / "runs" / "samples.jsonl").read_text() == '{"rollout_id": 0}\n'
+
+
+def test_a_partial_file_left_by_a_killed_run_is_found_beside_the_output(tmp_path):
+    output = tmp_path / "samples.jsonl"
+    context = run_outputs(output, tmp_path / "metrics.json")
+    outputs = context.__enter__()  # not exited while looking: as if the run was killed
+    outputs.write([{"rollout_id": 0}])
+    assert leftover_partials(output) == [outputs.partial]
+    assert leftover_partials(tmp_path / "other.jsonl") == []
+    context.__exit__(None, None, None)
+
+
+def test_two_streams_may_take_both_outputs(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "alias").symlink_to(tmp_path / "pipe")
+    check_output_paths(tmp_path / "pipe", tmp_path / "alias")
+
+
+def test_metrics_that_cannot_be_written_keep_the_samples_in_the_partial_file(tmp_path):
+    (tmp_path / "metrics.json").mkdir()  # a directory: the metrics cannot go there
+    with (
+        pytest.raises(OutputWriteError, match="metrics.json") as failure,
+        run_outputs(tmp_path / "samples.jsonl", tmp_path / "metrics.json") as outputs,
+    ):
+        outputs.write([{"rollout_id": 0}])
+        partial = outputs.partial
+        outputs.publish({})
+    assert f"samples are kept in {partial}" in str(failure.value)
+    assert partial is not None and partial.read_text() == '{"rollout_id": 0}\n'

@@ -14,7 +14,6 @@ from miles_verifiers._runner.records import (
     flatten_samples,
     jsonable,
     train_records,
-    write_json,
     write_lines,
 )
 
@@ -97,9 +96,3 @@ def test_every_line_separator_in_a_text_field_stays_inside_its_record():
     lines = stream.getvalue().splitlines()
     assert count == len(lines) == 2
     assert json.loads(lines[0])["sample"]["response"] == f"a{separators}b é"
-
-
-def test_metrics_json_is_written_with_its_parent_directory(tmp_path):
-    target = tmp_path / "deep" / "metrics.json"
-    write_json(target, {"x": (1, 2)})
-    assert json.loads(target.read_text()) == {"x": [1, 2]}

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._runner.schedule import PlannedCall, ScheduleError, plan_calls
+from miles_verifiers._runner.schedule import (
+    PlannedCall,
+    ResumePoint,
+    ScheduleError,
+    plan_calls,
+    resume_point,
+)
 
 
 def _kinds(calls: list[PlannedCall]) -> list[tuple[str, int]]:
@@ -59,3 +65,16 @@ def test_a_start_id_past_the_end_is_refused():
 def test_a_zero_eval_interval_is_refused():
     with pytest.raises(ScheduleError, match="--eval-interval"):
         plan_calls(num_rollout=2, start_rollout_id=None, eval_interval=0)
+
+
+def test_a_run_cut_after_a_training_call_resumes_at_the_next_rollout_without_an_eval_first():
+    calls = plan_calls(num_rollout=4, start_rollout_id=None, eval_interval=2)
+    # eval 0, train 0, train 1, eval 1, train 2, train 3, eval 3
+    assert resume_point(calls, 2) == ResumePoint(start_rollout_id=1, evaluate_first=False)
+    assert resume_point(calls, 3) == ResumePoint(start_rollout_id=2, evaluate_first=True)
+    assert resume_point(calls, 4) == ResumePoint(start_rollout_id=2, evaluate_first=False)
+
+
+def test_a_run_missing_only_its_final_evaluation_has_no_resume_point():
+    calls = plan_calls(num_rollout=2, start_rollout_id=None, eval_interval=2)
+    assert resume_point(calls, len(calls) - 1) is None

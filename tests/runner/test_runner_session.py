@@ -19,7 +19,7 @@ from miles_verifiers._runner.loading import (
 )
 from miles_verifiers._runner.namespace import build_namespace
 from miles_verifiers._runner.outputs import OutputPathError
-from miles_verifiers._runner.schedule import plan_calls
+from miles_verifiers._runner.schedule import ResumePoint, plan_calls
 from miles_verifiers._runner.session import (
     ConstructionError,
     RolloutOutputError,
@@ -127,6 +127,29 @@ def test_a_successful_run_replaces_both_outputs(tmp_path):
     assert request.output.read_text(encoding="utf-8") == ""  # the probe returns no samples
     assert "summary" in json.loads(request.metrics_output.read_text(encoding="utf-8"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
+
+
+def test_an_interrupted_run_puts_the_completed_calls_in_place_marked_interrupted(tmp_path):
+    request = _request(tmp_path, f"{SUPPORT}.InterruptingProbe")  # eval 0, train 0, then ^C
+
+    result = run_rollouts(request)
+
+    document = json.loads(request.metrics_output.read_text(encoding="utf-8"))
+    assert document["status"] == result.summary.status == "interrupted"
+    assert [call["rollout_id"] for call in document["train"]] == [0]
+    assert result.resume == ResumePoint(start_rollout_id=1, evaluate_first=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json", "samples.jsonl"]
+
+
+def test_an_interrupt_before_any_call_completed_leaves_the_previous_outputs(tmp_path):
+    request = _request(tmp_path, f"{SUPPORT}.InterruptingFirstCall")
+    request.output.write_text('{"previous": "samples"}\n', encoding="utf-8")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_rollouts(request)
+
+    assert request.output.read_text(encoding="utf-8") == '{"previous": "samples"}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["samples.jsonl"]
 
 
 def test_credentials_given_as_flags_are_not_written_to_metrics_json(tmp_path):

@@ -7,7 +7,7 @@ import argparse
 from rich.console import Console
 
 from miles_verifiers._contract import Sample
-from miles_verifiers._runner.summary import RunTally, eval_table, summary_table
+from miles_verifiers._runner.summary import RunTally, eval_table, id_ranges, summary_table
 
 
 def _sample(reward, *, truncated: bool = False, mask=None, response_length: int = 4) -> Sample:
@@ -125,3 +125,14 @@ def test_eval_table_lists_each_env():
 def test_no_eval_table_without_evaluations():
     tally = RunTally(reward_args=_args())
     assert eval_table(tally.finish(0.0)) is None
+
+
+def test_the_summary_says_whether_the_run_was_interrupted_and_which_rollouts_it_holds():
+    text = _render(summary_table(_tally().finish(6.0, "interrupted")))
+    assert "interrupted" in text
+    assert "rollout ids" in text
+
+
+def test_rollout_ids_are_shown_as_runs_of_consecutive_ids():
+    assert id_ranges([0, 1, 2, 3, 7, 9, 10]) == "0-3, 7, 9-10"
+    assert id_ranges([]) == "none"
