@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,24 @@ def a_trace_record() -> TraceRecord:
     )
 
 
+def a_group_request_as_json() -> dict[str, Any]:
+    request = Request(
+        id=1, body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0)
+    )
+    return json.loads(request.model_dump_json())  # type: ignore[no-any-return]
+
+
+def a_setup() -> WorkerSetup:
+    return WorkerSetup(
+        config_path="/x.toml",
+        config_text="",
+        expected_tasks=1,
+        renderer=RendererSpecModel(tokenizer_source="t", identity=None),
+        transport={},
+        cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
+    )
+
+
 def test_a_group_request_survives_a_json_round_trip() -> None:
     request = Request(
         id=7,
@@ -118,12 +137,7 @@ def test_a_group_result_keeps_every_log_prob_bit_for_bit() -> None:
 
 
 def test_a_request_of_another_major_version_is_refused_naming_both_versions() -> None:
-    raw = json.loads(
-        Request(
-            id=1,
-            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
-        ).model_dump_json()
-    )
+    raw = a_group_request_as_json()
     raw["version"] = "3.0"
     with pytest.raises(ProtocolVersionError) as caught:
         read_request(json.dumps(raw))
@@ -147,12 +161,7 @@ def test_an_older_minor_version_of_the_same_major_is_read() -> None:
 
 
 def test_fields_a_newer_minor_version_adds_are_ignored_in_a_request() -> None:
-    raw = json.loads(
-        Request(
-            id=1,
-            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
-        ).model_dump_json()
-    )
+    raw = a_group_request_as_json()
     raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.7"
     raw["priority"] = "high"
     raw["body"]["cache_salt"] = "s"
@@ -175,14 +184,7 @@ def test_the_answer_to_a_setup_is_the_workers_hello_with_its_versions() -> None:
     handler = WorkerHandler(builder=lambda setup: object())  # type: ignore[arg-type,return-value]
     request = Request(
         id=5,
-        body=WorkerSetup(
-            config_path="/x.toml",
-            config_text="",
-            expected_tasks=1,
-            renderer=RendererSpecModel(tokenizer_source="t", identity=None),
-            transport={},
-            cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-        ),
+        body=a_setup(),
     )
     reply = read_reply(asyncio.run(handler.handle_frame(request.model_dump_json().encode())))
     assert isinstance(reply.body, Ready) and reply.body.protocol == PROTOCOL_VERSION
@@ -190,12 +192,7 @@ def test_the_answer_to_a_setup_is_the_workers_hello_with_its_versions() -> None:
 
 
 def test_a_newer_minor_version_of_the_same_major_is_read() -> None:
-    raw = json.loads(
-        Request(
-            id=1,
-            body=GroupRequest(call_id="c", slot=0, task_index=0, sampling=[{}], deadline_s=1.0),
-        ).model_dump_json()
-    )
+    raw = a_group_request_as_json()
     raw["version"] = f"{PROTOCOL_VERSION.split('.')[0]}.99"
     assert read_request(json.dumps(raw)).id == 1
 
@@ -206,14 +203,7 @@ def test_a_worker_answers_another_major_version_with_a_refusal_and_builds_nothin
     raw = json.loads(
         Request(
             id=9,
-            body=WorkerSetup(
-                config_path="/x.toml",
-                config_text="",
-                expected_tasks=1,
-                renderer=RendererSpecModel(tokenizer_source="t", identity=None),
-                transport={},
-                cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-            ),
+            body=a_setup(),
         ).model_dump_json()
     )
     raw["version"] = "0.1"
