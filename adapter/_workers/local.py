@@ -74,10 +74,12 @@ class LocalWorker:
         try:
             stdin = self._process.stdin
             assert stdin is not None
-            async with self._write_lock:
-                stdin.write(encode_frame(tag(request_id, payload)))
-                await stdin.drain()
+            # The write counts against the timeout too: a worker that stops reading its pipe
+            # would otherwise block the drain for ever.
             async with asyncio.timeout(timeout_s):
+                async with self._write_lock:
+                    stdin.write(encode_frame(tag(request_id, payload)))
+                    await stdin.drain()
                 return await future
         except TimeoutError as error:
             raise WorkerLostError(
