@@ -7,8 +7,9 @@
   by the group's deadline plus a margin (then it is killed as hung). Its groups in flight come
   back as failed runs (``worker_lost``), which training drops and replaces within its budget;
   its requests are aborted on the engines by its rid prefix; the next group starts a fresh
-  worker in its place. More than ``restarts_per_call`` restarts in one call end the call with
-  :class:`WorkerRestartLimitError`.
+  worker in its place. A worker that fails to start (or does not start within
+  ``start_timeout_s``) is lost the same way. More than ``restarts_per_call`` restarts in one
+  call end the call with :class:`WorkerRestartLimitError`.
 * :meth:`WorkerPool.close` stops every worker (the rollout function calls it on ``close()``,
   when it is collected, and at interpreter exit).
 """
@@ -72,6 +73,8 @@ class PoolLimits:
     answer_margin_s: float = 25.0
     # Setup (taskset, tokenizer), call start and call end.
     control_timeout_s: float = 300.0
+    # Starting a worker's process or actor (its setup message is bounded by the one above).
+    start_timeout_s: float = 300.0
 
 
 class CallOnWorkers(Protocol):
@@ -174,8 +177,7 @@ class WorkerPool:
                     slot.lost = False
                 slot.generation += 1
                 slot.calls = {}
-                link = await self._start_link(f"{slot.index}.{slot.generation}")
-                slot.link = link
+                link = await self._start(slot)
                 try:
                     await self._ask(link, self._setup_payload, self.limits.control_timeout_s)
                 except WorkerRefusedError:
@@ -188,6 +190,23 @@ class WorkerPool:
                 slot.calls[call.call_id] = prefix
                 await self._ask(link, call.start_message(prefix), self.limits.control_timeout_s)
             return link, prefix
+
+    async def _start(self, slot: _Slot) -> WorkerLink:
+        """A new worker in ``slot`` (bounded); a failed start counts as a lost worker."""
+        name = f"{slot.index}.{slot.generation}"
+        try:
+            async with asyncio.timeout(self.limits.start_timeout_s):
+                link = await self._start_link(name)
+        except TimeoutError as error:
+            slot.lost = True
+            raise WorkerLostError(
+                f"episode worker {name} did not start within {self.limits.start_timeout_s:g} s"
+            ) from error
+        except WorkerLostError:
+            slot.lost = True
+            raise
+        slot.link = link
+        return link
 
     def _pick(self) -> _Slot:
         return min(self._slots, key=lambda s: (s.load, s.index))
