@@ -11,7 +11,8 @@
   ``start_timeout_s``) is lost the same way. More than ``restarts_per_call`` restarts in one
   call end the call with :class:`WorkerRestartLimitError`.
 * :meth:`WorkerPool.close` stops every worker (the rollout function calls it on ``close()``,
-  when it is collected, and at interpreter exit).
+  when it is collected, and at interpreter exit); a worker still starting when it is called
+  is stopped as soon as its start returns.
 """
 
 from __future__ import annotations
@@ -205,7 +206,13 @@ class WorkerPool:
         except WorkerLostError:
             slot.lost = True
             raise
-        slot.link = link
+        with self._guard:
+            closed = self._closed
+            if not closed:
+                slot.link = link
+        if closed:  # close() ran while it started: it must not be left running
+            await asyncio.to_thread(link.kill)
+            raise RolloutCallError("the rollout function was closed; its workers are stopped")
         return link
 
     def _pick(self) -> _Slot:

@@ -1,5 +1,5 @@
 """The worker pool's starts and stops, with stand-in workers (no processes): a failed or
-hanging start is a lost worker."""
+hanging start is a lost worker, and a ``close()`` during a start leaves nothing running."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from miles_verifiers._errors import RolloutCallError
 from miles_verifiers._workers.call import WorkerCallScope
 from miles_verifiers._workers.link import WorkerLostError
 from miles_verifiers._workers.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
@@ -138,3 +139,27 @@ def test_a_start_that_hangs_is_a_lost_worker_after_the_start_timeout() -> None:
         return [first.failure, None]
 
     assert run(scenario()) == ["worker_lost", "restart limit"]
+
+
+def test_close_during_a_start_stops_the_worker_that_was_starting() -> None:
+    started: list[StandInWorker] = []
+
+    async def scenario() -> None:
+        go_on = asyncio.Event()
+
+        async def slow_start(name: str) -> StandInWorker:
+            await go_on.wait()
+            started.append(StandInWorker(name))
+            return started[-1]
+
+        pool = make_pool(slow_start)
+        call = make_call(pool)
+        running = asyncio.ensure_future(pool.run_group(call, group(call)))
+        await asyncio.sleep(0)  # the start is under way
+        await asyncio.to_thread(pool.close)  # as the trainer's thread would
+        go_on.set()
+        with pytest.raises(RolloutCallError, match="closed"):
+            await running
+
+    run(scenario())
+    assert len(started) == 1 and started[0].stopped
