@@ -43,6 +43,17 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
     return [p for p in found if p.state != "Z"]
 
 
+def still_running(seen: list[ProcessInfo]) -> list[ProcessInfo]:
+    """Those of ``seen`` that still run (same pid and command line, not a zombie), wherever
+    they were reparented."""
+    found = []
+    for before in seen:
+        now = _read(before.pid)
+        if now is not None and now.state != "Z" and now.cmdline == before.cmdline:
+            found.append(before)
+    return found
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     """Poll ``condition`` until it holds or ``timeout_s`` passes; returns its last value."""
     deadline = time.monotonic() + timeout_s
