@@ -1,6 +1,6 @@
 """The local backend's process handling: a request times out even when the worker stops
 reading its pipe, a worker ends cleanly on SIGTERM, and stopping one ends its whole process
-group."""
+group without blocking the event loop."""
 
 from __future__ import annotations
 
@@ -84,6 +84,22 @@ def test_stopping_a_worker_that_ignores_sigterm_kills_its_process_group() -> Non
 
     seen = run(scenario())
 
+    assert wait_until(lambda: not still_running(seen), timeout_s=10), still_running(seen)
+
+
+def test_stopping_a_worker_leaves_its_event_loop_free_meanwhile() -> None:
+    async def scenario() -> tuple[bool, list[ProcessInfo]]:
+        worker = await stubborn_worker(grace_s=2.0)
+        seen = stubborn_processes()
+        stopping = asyncio.ensure_future(worker.stop())
+        await asyncio.sleep(0.2)  # the loop runs this while the worker has its grace
+        free_meanwhile = not stopping.done()
+        await stopping
+        return free_meanwhile, seen
+
+    free_meanwhile, seen = run(scenario())
+
+    assert free_meanwhile
     assert wait_until(lambda: not still_running(seen), timeout_s=10), still_running(seen)
 
 

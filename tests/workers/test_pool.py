@@ -1,5 +1,6 @@
-"""The worker pool's starts and stops, with stand-in workers (no processes): a failed or
-hanging start is a lost worker, and a ``close()`` during a start leaves nothing running."""
+"""The worker pool's placement of starts and stops, with stand-in workers (no processes): a
+failed or hanging start is a lost worker, stopping never blocks the event loop, and a
+``close()`` during a start leaves nothing running."""
 
 from __future__ import annotations
 
@@ -163,3 +164,92 @@ def test_close_during_a_start_stops_the_worker_that_was_starting() -> None:
 
     run(scenario())
     assert len(started) == 1 and started[0].stopped
+
+
+def test_close_on_an_event_loop_thread_returns_while_the_workers_stop() -> None:
+    release = threading.Event()
+    workers: list[StandInWorker] = []
+
+    async def start(name: str) -> StandInWorker:
+        workers.append(StandInWorker(name, release))
+        return workers[-1]
+
+    pool = make_pool(start)
+    call = make_call(pool)
+
+    async def scenario() -> bool:
+        await pool.run_group(call, group(call))
+        pool.close()  # on the loop's own thread (a finalizer can run there)
+        return workers[0].kill_done.is_set()
+
+    finished_before_close_returned = run(scenario())
+    release.set()
+
+    assert not finished_before_close_returned
+    assert workers[0].kill_done.wait(KILL_WAIT_S) and workers[0].released_in_time
+
+
+def test_a_call_on_a_new_event_loop_stops_the_old_workers_without_blocking_it() -> None:
+    release = threading.Event()
+    workers: list[StandInWorker] = []
+
+    async def start(name: str) -> StandInWorker:
+        workers.append(StandInWorker(name, release))
+        return workers[-1]
+
+    pool = make_pool(start)
+
+    async def first_loop() -> None:
+        call = make_call(pool, "c1")
+        await pool.run_group(call, group(call))
+
+    async def second_loop() -> None:
+        # Runs only if the loop is free while the old worker is being stopped.
+        asyncio.get_running_loop().call_soon(release.set)
+        call = make_call(pool, "c2")
+        await pool.run_group(call, group(call))
+
+    run(first_loop())
+    run(second_loop())
+    pool.close()
+
+    assert workers[0].stopped and workers[0].released_in_time
+    assert len(workers) == 2
+
+
+class LosingWorker(StandInWorker):
+    """Lost at its first group; its stop takes as long as it is let."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.stopping = asyncio.Event()
+
+    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
+        if isinstance(read_request(payload).body, GroupRequest):
+            raise WorkerLostError(f"{self.description} was lost")
+        return await super().request(request_id, payload, timeout_s=timeout_s)
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        await asyncio.Event().wait()
+
+
+def test_close_also_stops_a_lost_worker_whose_stop_is_still_under_way() -> None:
+    workers: list[LosingWorker] = []
+
+    async def start(name: str) -> LosingWorker:
+        workers.append(LosingWorker(name))
+        return workers[-1]
+
+    pool = make_pool(start, restarts=1)
+    call = make_call(pool)
+
+    async def scenario() -> None:
+        running = asyncio.ensure_future(pool.run_group(call, group(call)))
+        while not workers or not workers[0].stopping.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(pool.close)
+        running.cancel()
+
+    run(scenario())
+    assert workers[0].kill_done.is_set()
