@@ -1,6 +1,6 @@
 """Episode workers (``MILES_VERIFIERS_EPISODE_WORKERS`` > 1, local processes): the same
 samples as one process, every evaluation task, reuse across calls, lost workers, and no
-process left behind."""
+process left behind (orphans included)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tests.rollout.rollout_support import (
     train_input,
     write_config,
 )
-from tests.workers.processes import descendants, wait_until
+from tests.workers.processes import descendants, leftovers, wait_until, watch_for_orphans
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +52,11 @@ def deterministic_args(**overrides: Any) -> Any:
     }
     values.update(overrides)
     return miles_args(**values)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def orphans_seen() -> None:
+    watch_for_orphans()
 
 
 @pytest.fixture
@@ -123,7 +128,7 @@ def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
 
     assert len(first) == 2
     assert second == first
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
@@ -161,7 +166,7 @@ def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
     assert output.metrics["verifiers/groups_replaced"] >= 1
     assert victim not in after and len(after) == 2  # restarted in its place
     assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_process(
@@ -194,7 +199,7 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
     assert engine.in_flight == 0
     prefixes = {rid.split("-", 1)[0] for rid in engine.abort_calls}
     assert {p.rsplit("_w", 1)[1][:1] for p in prefixes if "_w" in p} == {"0", "1"}
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
@@ -207,7 +212,7 @@ def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) 
         return await asyncio_wait(worker._process.wait(), 30)
 
     assert miles_loop.run(start_then_hang_up(), timeout_s=60) == 0
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
@@ -259,7 +264,7 @@ def test_a_hung_worker_is_killed_after_the_deadline_and_its_groups_are_replaced(
     assert [len(g) for g in output.samples] == [2, 2]
     assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
     assert victim not in after
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
@@ -282,7 +287,7 @@ def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setti
     assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
     # The killed worker's requests end as the engine sees its connections close.
     assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_two_ray_workers_train_the_same_samples_as_one_process(
