@@ -203,6 +203,8 @@ def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
     closing: list[VerifiersRolloutFn],
 ) -> None:
     (tmp_path / "mv_spawner.py").write_text(SPAWNER_MODULE, encoding="utf-8")
+    # Workers (and the describe step) import only from their own environment: PYTHONPATH.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.syspath_prepend(str(tmp_path))
     config = write_config(tmp_path, "mv_arith", taskset={"id": "mv-spawner", "num_tasks": 4})
     fn = build_rollout_fn(miles_args(), config, AdapterSettings(episode_workers=2))

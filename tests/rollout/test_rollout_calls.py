@@ -95,7 +95,7 @@ def test_leaving_a_call_cancels_its_episodes_and_aborts_only_its_own_requests(
                 scope.spawn(
                     run_group(scope.environment, task, contexts(i), semaphore=None, deadline_s=60)
                 )
-                for i, task in enumerate(fn._run.eval.tasks)
+                for i, task in enumerate(fn._run.in_process.tasks)
             ]
             while engine.in_flight < 2:
                 await asyncio.sleep(0.01)
