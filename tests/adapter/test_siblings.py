@@ -3,6 +3,7 @@ rollout, each sampled token trained once (traces built with verifiers' own graph
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -10,6 +11,7 @@ import verifiers.v1 as vf
 
 from miles_verifiers import AdapterSettings
 from miles_verifiers._contract import Sample
+from miles_verifiers._contract.filters import call_dynamic_filter
 from miles_verifiers._conversion import (
     BranchPolicy,
     MultipleBranchesError,
@@ -17,8 +19,17 @@ from miles_verifiers._conversion import (
     trace_to_sample,
     trace_to_samples,
 )
+from miles_verifiers._episodes import GroupRun
+from miles_verifiers._hooks import MilesHooks, RewardModel
 from miles_verifiers._rollout import SettingsError
-from miles_verifiers._training import SiblingRewardError, check_sibling_rewards
+from miles_verifiers._scheduling import TaskOrder
+from miles_verifiers._training import (
+    Judged,
+    SiblingRewardError,
+    TrainSetup,
+    check_sibling_rewards,
+    judge_group,
+)
 from miles_verifiers._workers.records import TraceRecord, TraceView, trace_record
 
 SIBLINGS = BranchPolicy.SIBLINGS
@@ -252,3 +263,57 @@ def test_the_environment_can_ask_for_reject(monkeypatch):
 def test_asking_for_siblings_with_an_older_miles_names_the_variable():
     with pytest.raises(SettingsError, match="MILES_VERIFIERS_BRANCH_POLICY"):
         AdapterSettings(branch_policy="siblings").resolved_branch_policy(_OldSample)
+
+
+# -- judging a training group -----------------------------------------------------------------
+
+
+def _setup(hooks: MilesHooks) -> TrainSetup:
+    return TrainSetup(
+        tasks=[],
+        order=TaskOrder(1, 0, False),
+        n_samples_per_prompt=2,
+        rollout_batch_size=1,
+        over_sampling_batch_size=1,
+        max_dispatched=1,
+        reward_key=None,
+        episode_deadline_s=60.0,
+        hooks=hooks,
+        sample_cls=Sample,
+        call_dynamic_filter=call_dynamic_filter,
+        branch_policy=SIBLINGS,
+    )
+
+
+def _judge(hooks: MilesHooks, *traces) -> Judged:
+    return asyncio.run(judge_group(GroupRun(tuple(traces)), 3, _setup(hooks), None, None))
+
+
+def test_the_dynamic_filter_sees_one_sample_per_rollout(compacted, two_turn_trace):
+    seen: list[list[int | None]] = []
+
+    def dynamic_filter(args, samples):
+        seen.append([s.rollout_id for s in samples])
+        return True
+
+    verdict = _judge(MilesHooks(dynamic_filter=dynamic_filter), two_turn_trace, compacted)
+    assert seen == [[6, 7]]
+    assert [len(r) if isinstance(r, list) else 1 for r in verdict.output] == [1, 2]
+
+
+def test_a_reward_model_scoring_branches_apart_stops_the_call(compacted, two_turn_trace):
+    async def by_branch(args, sample):
+        return float(sample.metadata["verifiers"]["branch"]["number"])
+
+    model = RewardModel(by_branch, None, None, None, "--custom-rm-path")
+    with pytest.raises(SiblingRewardError, match="--custom-rm-path"):
+        _judge(MilesHooks(reward_model=model), two_turn_trace, compacted)
+
+
+def test_a_reward_model_scoring_by_rollout_keeps_the_group(compacted, two_turn_trace):
+    async def by_rollout(args, sample):
+        return float(sample.rollout_id)
+
+    model = RewardModel(by_rollout, None, None, None, "--custom-rm-path")
+    verdict = _judge(MilesHooks(reward_model=model), two_turn_trace, compacted)
+    assert [s.reward for s in verdict.samples] == [6.0, 7.0, 7.0]
