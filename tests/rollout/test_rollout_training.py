@@ -344,6 +344,36 @@ def test_multi_branch_rollouts_train_as_siblings_nested_one_list_per_rollout(
     assert [s.rollout_id for s in flat_group] == [0, 1]
 
 
+def test_a_thinking_user_simulator_dialogue_trains_one_sibling_per_turn(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    from miles_verifiers_testkit.engine import PolicyConfig
+
+    # With thinking on, Qwen3's template drops earlier reasoning from the history, so the
+    # second user turn re-renders the first reply and the trace forks.
+    config = write_config(tmp_path, "mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
+    args = miles_args(
+        rollout_batch_size=1,
+        rollout_max_response_len=128,
+        apply_chat_template_kwargs={"enable_thinking": True},
+    )
+    engine.reset(policy=PolicyConfig(thinking=True))
+    try:
+        fn = build_rollout_fn(args, config)
+        (group,) = train(fn, 0, miles_loop).samples
+    finally:
+        engine.reset()
+
+    assert len(group) == args.n_samples_per_prompt
+    for k, rollout in enumerate(group):
+        assert isinstance(rollout, list) and len(rollout) == 2  # one sibling per user turn
+        assert {s.rollout_id for s in rollout} == {k}
+        assert all(s.loss_mask[0] == 1 for s in rollout)
+
+
 def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
