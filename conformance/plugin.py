@@ -26,8 +26,14 @@ import pytest
 from miles_verifiers_conformance import snapshots
 from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES
 from miles_verifiers_conformance.clauses import CLAUSES, Tier
-from miles_verifiers_conformance.drift import drift_lines
-from miles_verifiers_conformance.report import RecordedTest, build_report, clause_results
+from miles_verifiers_conformance.drift import DriftEntry, drift_lines
+from miles_verifiers_conformance.report import (
+    RecordedTest,
+    build_report,
+    clause_results,
+    record_from_wire,
+    record_to_wire,
+)
 from miles_verifiers_conformance.snapshots import DRIFT_KEY, REFRESH_COMMAND, installed_versions
 from miles_verifiers_conformance.verdicts import ClauseBook, ClauseFailures, Stop, decide
 
@@ -35,6 +41,16 @@ DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
 DEFAULT_REPLACEMENT_ERROR = "miles_verifiers._scheduling:DispatchBudgetError"
 DEFAULT_CALL_DEADLINE_S = 120.0
+
+# Under pytest-xdist the tests run in worker processes and the controller writes the report.
+# A test's teardown report carries its decisions (and its snapshot drift) to the controller as
+# extra report attributes, which pytest serializes with the report; each worker sends the
+# selection it collected (clause ids and deployment per test) in its ``workeroutput`` as it
+# ends, so tests that never ran are still reported as not run. Without xdist the same reports
+# come back to this process, so both runs build the report from the same data.
+RECORD_ATTR = "conformance_record"
+DRIFT_ATTR = "conformance_drift"
+SELECTION_KEY = "conformance_selection"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,6 +103,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Checked here, before collection, so that under pytest-xdist the controller stops the run
+    # with this message instead of each worker failing its collection.
+    unknown_wanted = sorted(set(config.getoption("--clause")) - set(CLAUSES))
+    if unknown_wanted:
+        raise pytest.UsageError(
+            f"--clause {', '.join(unknown_wanted)}: no such clause in conformance/clauses.py"
+        )
     config.addinivalue_line(
         "markers", "clause(*ids): the conformance clauses a test checks (conformance/clauses.py)"
     )
@@ -158,11 +181,6 @@ class ConformanceReporter:
             )
         wanted = set(self.config.getoption("--clause"))
         if wanted:
-            unknown_wanted = sorted(wanted - set(CLAUSES))
-            if unknown_wanted:
-                raise pytest.UsageError(
-                    f"--clause {', '.join(unknown_wanted)}: no such clause in conformance/clauses.py"
-                )
             keep = [i for i in items if wanted & set(marked_clauses(i))]
             dropped = [i for i in items if i not in keep]
             if dropped:
@@ -179,6 +197,26 @@ class ConformanceReporter:
                 deployment = callspec.params.get("deployment_world") if callspec else None
                 if isinstance(deployment, str):
                     self.deployment_of[item.nodeid] = deployment
+        workeroutput = getattr(self.config, "workeroutput", None)  # set on xdist workers only
+        if workeroutput is not None:
+            workeroutput[SELECTION_KEY] = {
+                nodeid: [list(ids), self.deployment_of.get(nodeid, "")]
+                for nodeid, ids in self.clauses_by_test.items()
+            }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """On the pytest-xdist controller, as each worker ends: the selection it collected.
+
+        Every worker collects the same tests in the same order, so the report lists them in
+        the order of a run without xdist. A worker that crashed sends nothing; its
+        replacement collects again.
+        """
+        selection = getattr(node, "workeroutput", {}).get(SELECTION_KEY, {})
+        for nodeid, (ids, deployment) in selection.items():
+            self.clauses_by_test.setdefault(nodeid, tuple(ids))
+            if deployment:
+                self.deployment_of.setdefault(nodeid, deployment)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
@@ -210,34 +248,48 @@ class ConformanceReporter:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if item.nodeid in self.clauses_by_test:
-            stop = _stop_of(report, call)
-            previous = self.stops.get(item.nodeid)
-            # The first phase that decides wins; a teardown error still undoes a pass.
-            if stop is not None and (previous is None or previous.kind == "passed"):
-                self.stops[item.nodeid] = stop
-                if stop.kind == "error" and stop.phase == "call":
-                    self.blamed[item.nodeid] = blame_from_engine(item)
+        nodeid = item.nodeid
+        drift = item.stash.get(DRIFT_KEY, [])
+        if report.when == "teardown" and drift:
+            setattr(report, DRIFT_ATTR, [[e.case, e.old_text, e.new_text] for e in drift])
+        if nodeid not in self.clauses_by_test:
+            return report
+        stop = _stop_of(report, call)
+        previous = self.stops.get(nodeid)
+        # The first phase that decides wins; a teardown error still undoes a pass.
+        if stop is not None and (previous is None or previous.kind == "passed"):
+            self.stops[nodeid] = stop
+            if stop.kind == "error" and stop.phase == "call":
+                self.blamed[nodeid] = blame_from_engine(item)
+        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
+        if report.when == "teardown":
+            book = self.books.get(nodeid) or ClauseBook(self.clauses_by_test[nodeid])
+            record = RecordedTest(
+                decide(
+                    book,
+                    self.stops.get(nodeid, Stop("call", "passed")),
+                    attributed=self.blamed.get(nodeid),
+                ),
+                round(self.durations[nodeid], 3),
+                self.deployment_of.get(nodeid, ""),
+            )
+            setattr(report, RECORD_ATTR, record_to_wire(record))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        nodeid = report.nodeid
-        if nodeid not in self.clauses_by_test:
-            return
-        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
-        if report.when != "teardown":
-            return
-        book = self.books.get(nodeid) or ClauseBook(self.clauses_by_test[nodeid])
-        stop = self.stops.get(nodeid, Stop("call", "passed"))
-        self.records[nodeid] = RecordedTest(
-            decide(book, stop, attributed=self.blamed.get(nodeid)),
-            round(self.durations[nodeid], 3),
-            self.deployment_of.get(nodeid, ""),
-        )
+        """Gathers what the teardown reports carry (from xdist workers, or from this process)."""
+        drift = getattr(report, DRIFT_ATTR, None)
+        if drift:
+            self.config.stash.setdefault(DRIFT_KEY, []).extend(DriftEntry(*e) for e in drift)
+        record = getattr(report, RECORD_ATTR, None)
+        if record is not None:
+            self.records[report.nodeid] = record_from_wire(record)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         base = report_base(self.config)
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller writes it
+            return
         if base is None or not self.clauses_by_test:
             return
         versions = {

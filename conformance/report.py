@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from miles_verifiers_conformance.clauses import TIERS, Tier
 from miles_verifiers_conformance.verdicts import Decision, Verdict, combine
@@ -37,6 +38,24 @@ class RecordedTest:
     decisions: Mapping[str, Decision]
     duration_s: float = 0.0
     deployment: str = ""
+
+
+def record_to_wire(record: RecordedTest) -> dict[str, object]:
+    """``record`` as plain data (str, float, dict): what a pytest-xdist worker can send."""
+    return {
+        "decisions": {cid: [d.verdict.value, d.detail] for cid, d in record.decisions.items()},
+        "duration_s": record.duration_s,
+        "deployment": record.deployment,
+    }
+
+
+def record_from_wire(data: Mapping[str, Any]) -> RecordedTest:
+    """The inverse of :func:`record_to_wire`."""
+    return RecordedTest(
+        {cid: Decision(Verdict(v), detail) for cid, (v, detail) in data["decisions"].items()},
+        float(data["duration_s"]),
+        str(data["deployment"]),
+    )
 
 
 @dataclass(frozen=True)

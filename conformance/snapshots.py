@@ -112,7 +112,8 @@ def token_snapshot(
     Renderers versions.
     """
     assertion = snapshot.use_extension(TokenSnapshotExtension)
-    drift = request.config.stash.setdefault(DRIFT_KEY, [])
+    # Per test: the reporter sends it with the test's report (to the xdist controller).
+    drift = request.node.stash.setdefault(DRIFT_KEY, [])
     folder = Path(assertion.extension.dirname(test_location=assertion.test_location)).parent
     problem = _versions_problem(request.config, folder / VERSIONS_FILE.name)
     if problem:

@@ -20,6 +20,7 @@ import httpx
 import openai
 
 from miles_verifiers._errors import EngineError, tag_message
+from miles_verifiers._transport.proxies import proxy_failure_note
 
 __all__ = [
     "EngineAborted",
@@ -253,25 +254,11 @@ def error_for_transport_failure(
     failure there is the proxy's, not necessarily the engine's, so the message says so."""
     if isinstance(exc, httpx.TimeoutException):
         return openai.APITimeoutError(request=request)
-    via = ""
-    if proxy:
-        via = (
-            f" through the proxy {_without_credentials(proxy)} named by the environment "
-            "(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add the engine host to NO_PROXY to reach it "
-            "directly)"
-        )
+    via = proxy_failure_note(proxy, "the engine host")
     return openai.APIConnectionError(
         message=f"could not talk to SGLang at {request.url}{via}: {type(exc).__name__}: {exc}",
         request=request,
     )
-
-
-def _without_credentials(proxy: str) -> str:
-    try:
-        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
-    except httpx.InvalidURL:
-        return "(unparseable proxy URL)"
-    return str(url.copy_with(username=None, password=None))
 
 
 def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.BadRequestError:

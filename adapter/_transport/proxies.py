@@ -22,6 +22,8 @@ __all__ = [
     "ensure_loopback_bypass",
     "environment_proxy_for",
     "is_loopback_host",
+    "proxy_failure_note",
+    "without_credentials",
 ]
 
 # What NO_PROXY must hold so that httpx, requests and curl all go direct to loopback. httpx
@@ -86,6 +88,26 @@ def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
     if no_proxy.strip() == "*" or bypass(parsed.host, {"no": no_proxy}):
         return None
     return proxy
+
+
+def without_credentials(proxy: str) -> str:
+    """A proxy URL fit for a message: any user name and password taken out."""
+    try:
+        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
+    except httpx.InvalidURL:
+        return "(unparseable proxy URL)"
+    return str(url.copy_with(username=None, password=None))
+
+
+def proxy_failure_note(proxy: str | None, host: str = "the host") -> str:
+    """What an error about a failed request adds when the request went through ``proxy``
+    (a failure there is the proxy's, not necessarily the server's); empty when it did not."""
+    if not proxy:
+        return ""
+    return (
+        f" through the proxy {without_credentials(proxy)} named by the environment "
+        f"(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add {host} to NO_PROXY to reach it directly)"
+    )
 
 
 def ensure_loopback_bypass(environ: MutableMapping[str, str]) -> tuple[str, ...]:

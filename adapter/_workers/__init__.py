@@ -11,6 +11,7 @@ budget, resume state, conversion to samples, Miles hooks, metrics); a worker onl
 * :mod:`.worker`: the worker-side handler (environments, renderer pool, one transport per call);
 * :mod:`.child`: the local worker process's main loop (stdin/stdout);
 * :mod:`.local` and :mod:`.ray_backend`: the two backends (one link per worker);
+* :mod:`.procs`: what a local worker started, found through /proc, and how it is ended;
 * :mod:`.pool`: hands groups to workers, detects lost workers, restarts and stops them;
 * :mod:`.call`: the central side of one rollout call run on workers.
 """

@@ -26,5 +26,11 @@ class WorkerLink(Protocol):
         ...
 
     def kill(self) -> None:
-        """Stop the worker now, from any thread, without waiting on an event loop."""
+        """Stop the worker now, from any thread, without waiting on an event loop (blocking,
+        bounded)."""
+        ...
+
+    async def stop(self) -> None:
+        """What :meth:`kill` does, on the event loop that started the worker, without
+        blocking that loop."""
         ...

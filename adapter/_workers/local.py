@@ -1,9 +1,15 @@
 """The local backend: each worker is a child process speaking frames over stdin/stdout.
 
 The child is started with the interpreter ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names,
-else the trainer's own (``python -m miles_verifiers._workers.child``), and exits when its stdin
-closes, so a trainer that dies leaves no orphan. Miles calls the rollout function on a background event loop thread;
-asyncio's child watcher reaps children started from any thread.
+else the trainer's own (``python -m miles_verifiers._workers.child``), in a session of its own,
+and exits when its stdin closes, so a trainer that dies leaves no orphan. Miles calls the
+rollout function on a background event loop thread; asyncio's child watcher reaps children
+started from any thread.
+
+Stopping a worker: SIGTERM (and SIGCONT, so a stopped worker can act on it), up to
+:data:`TERMINATE_GRACE_S` for it to close its environments and end what it started, then
+SIGKILL to its process group, to every process it had started (seen before the SIGTERM) and
+to every process carrying its token (see :mod:`.procs`), wherever that was reparented.
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
+import uuid
 
+from miles_verifiers._workers import procs
+from miles_verifiers._workers.child import STOP_BOUND_S
 from miles_verifiers._workers.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers._workers.link import WorkerLostError
 from miles_verifiers._workers.protocol import PROTOCOL_VERSION
@@ -23,16 +33,28 @@ from miles_verifiers._workers.protocol import PROTOCOL_VERSION
 logger = logging.getLogger(__name__)
 
 CHILD_MODULE = "miles_verifiers._workers.child"
-# How long a stopped worker gets to exit after SIGTERM before it is killed.
-TERMINATE_GRACE_S = 2.0
+# How long a stopped worker gets to exit after SIGTERM before it is killed: its own bound on
+# closing its environments and ending what it started, and a margin.
+TERMINATE_GRACE_S = STOP_BOUND_S + 5.0
 
 
 class LocalWorker:
     """One child process and the futures of its unanswered requests."""
 
-    def __init__(self, process: asyncio.subprocess.Process, name: str) -> None:
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        name: str,
+        token: str | None = None,
+        *,
+        terminate_grace_s: float = TERMINATE_GRACE_S,
+    ) -> None:
         self._process = process
         self._name = name
+        self._token = token
+        self._grace_s = terminate_grace_s
+        started = procs.stat_of(process.pid)
+        self._ref = procs.ProcessRef(process.pid, started.start) if started else None
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
@@ -45,6 +67,7 @@ class LocalWorker:
         """Start a worker with ``python`` (another virtualenv's interpreter), else the trainer's."""
         env = dict(os.environ)
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
+        token = env[procs.TOKEN_VARIABLE] = uuid.uuid4().hex
         process = await asyncio.create_subprocess_exec(
             python or sys.executable,
             "-m",
@@ -52,8 +75,9 @@ class LocalWorker:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=env,
+            start_new_session=True,  # its own process group, ended whole when it stops
         )
-        return cls(process, name)
+        return cls(process, name, token)
 
     @property
     def pid(self) -> int:
@@ -75,10 +99,12 @@ class LocalWorker:
         try:
             stdin = self._process.stdin
             assert stdin is not None
-            async with self._write_lock:
-                stdin.write(encode_frame(tag(request_id, payload)))
-                await stdin.drain()
+            # The write counts against the timeout too: a worker that stops reading its pipe
+            # would otherwise block the drain for ever.
             async with asyncio.timeout(timeout_s):
+                async with self._write_lock:
+                    stdin.write(encode_frame(tag(request_id, payload)))
+                    await stdin.drain()
                 return await future
         except TimeoutError as error:
             raise WorkerLostError(
@@ -122,36 +148,47 @@ class LocalWorker:
                 future.set_exception(WorkerLostError(f"{self.description} was lost: {reason}"))
 
     def kill(self) -> None:
-        """SIGTERM, a short bounded wait, then SIGKILL (safe from any thread)."""
-        self._lost = self._lost or "it was stopped"
-        stop_process(self.pid, self._process)
+        """Stop the worker (see the module docstring); blocking and bounded, any thread."""
+        started = self._begin_stop()
+        deadline = time.monotonic() + self._grace_s
+        while time.monotonic() < deadline and self._running():
+            time.sleep(0.02)
+        self._finish_stop(started)
 
-
-def stop_process(pid: int, process: asyncio.subprocess.Process | None = None) -> None:
-    if not _running(pid, process):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + TERMINATE_GRACE_S
-    while time.monotonic() < deadline and _running(pid, process):
-        time.sleep(0.02)
-    if _running(pid, process):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _running(pid: int, process: asyncio.subprocess.Process | None) -> bool:
-    if process is not None and process.returncode is not None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            # The state letter follows the command name in parentheses; Z is a zombie.
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (FileNotFoundError, IndexError, ProcessLookupError):
-        return False
-    except OSError:
+    async def stop(self) -> None:
+        """:meth:`kill` without blocking the event loop the worker was started on."""
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            started = await asyncio.to_thread(self._begin_stop)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), self._grace_s)
+            await asyncio.to_thread(self._finish_stop, started)
+        except asyncio.CancelledError:
+            # A cancelled call must not leave a hung worker half stopped: finish off the loop.
+            threading.Thread(target=self.kill, name=f"stop {self.description}").start()
+            raise
+
+    def _running(self) -> bool:
+        if self._process.returncode is not None:
             return False
-        return True
+        return self._ref is None or procs.alive(self._ref)
+
+    def _begin_stop(self) -> list[procs.ProcessRef]:
+        """What the worker started (it is their subreaper), then SIGTERM and SIGCONT."""
+        self._lost = self._lost or "it was stopped"
+        if not self._running():
+            return []
+        started = procs.descendants(self.pid)
+        for signum in (signal.SIGTERM, signal.SIGCONT):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+        return started
+
+    def _finish_stop(self, started: list[procs.ProcessRef]) -> None:
+        """SIGKILL whatever of the worker is left (nothing, after a clean exit)."""
+        if self._running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        procs.kill_group(self.pid)
+        procs.send(started, signal.SIGKILL)
+        if self._token is not None:
+            procs.send(procs.carrying_token(self._token), signal.SIGKILL)

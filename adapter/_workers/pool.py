@@ -7,10 +7,13 @@
   by the group's deadline plus a margin (then it is killed as hung). Its groups in flight come
   back as failed runs (``worker_lost``), which training drops and replaces within its budget;
   its requests are aborted on the engines by its rid prefix; the next group starts a fresh
-  worker in its place. More than ``restarts_per_call`` restarts in one call end the call with
-  :class:`WorkerRestartLimitError`.
-* :meth:`WorkerPool.close` stops every worker (the rollout function calls it on ``close()``,
-  when it is collected, and at interpreter exit).
+  worker in its place. A worker that fails to start (or does not start within
+  ``start_timeout_s``) is lost the same way. More than ``restarts_per_call`` restarts in one
+  call end the call with :class:`WorkerRestartLimitError`.
+* On the event loop a worker is stopped without blocking it (:meth:`WorkerLink.stop`).
+* :meth:`WorkerPool.close` stops every worker, all at once, from any thread (the rollout
+  function calls it on ``close()``, when it is collected, and at interpreter exit); a worker
+  still starting when it is called is stopped as soon as its start returns.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class PoolLimits:
     answer_margin_s: float = 25.0
     # Setup (taskset, tokenizer), call start and call end.
     control_timeout_s: float = 300.0
+    # Starting a worker's process or actor (its setup message is bounded by the one above).
+    start_timeout_s: float = 300.0
 
 
 class CallOnWorkers(Protocol):
@@ -109,6 +114,8 @@ class WorkerPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard = threading.Lock()
         self._closed = False
+        # Links taken out of their slot and being stopped (close() stops them too).
+        self._stopping: set[WorkerLink] = set()
 
     # -- lifecycle
 
@@ -117,19 +124,25 @@ class WorkerPool:
         return [s.link for s in self._slots if s.link is not None]
 
     def close(self) -> None:
-        """Stop every worker now (any thread; bounded)."""
+        """Stop every worker now (any thread; bounded). Called on a thread that runs an event
+        loop, it returns at once and the workers stop in threads of their own."""
         with self._guard:
             self._closed = True
-            links = self.links
+            links = self.links + list(self._stopping)
             for slot in self._slots:
                 slot.link, slot.calls = None, {}
-        for link in links:
-            try:
-                link.kill()
-            except Exception as error:  # stopping must go on for the others
-                logger.warning("stopping %s failed: %r", link.description, error)
+        kill_all(links, wait=not _in_event_loop())
 
-    def _bind_loop(self) -> None:
+    async def _stop(self, link: WorkerLink) -> None:
+        with self._guard:
+            self._stopping.add(link)
+        try:
+            await link.stop()
+        finally:
+            with self._guard:
+                self._stopping.discard(link)
+
+    async def _bind_loop(self) -> None:
         # Links belong to the event loop that started them; a call on another loop (tests, a
         # restarted runner) starts fresh workers instead of reusing them.
         loop = asyncio.get_running_loop()
@@ -140,8 +153,8 @@ class WorkerPool:
             for slot in self._slots:
                 slot.link, slot.calls, slot.lock = None, {}, asyncio.Lock()
             self._loop = loop
-        for link in stale:
-            link.kill()
+        if stale:
+            await asyncio.to_thread(kill_all, stale, wait=True)
 
     # -- requests
 
@@ -167,20 +180,19 @@ class WorkerPool:
             if link is None or not link.alive:
                 if link is not None:  # it died while idle
                     slot.lost = True
-                    await asyncio.to_thread(link.kill)
                     slot.link = None
+                    await self._stop(link)
                 if slot.lost:
                     call.count_restart()
                     slot.lost = False
                 slot.generation += 1
                 slot.calls = {}
-                link = await self._start_link(f"{slot.index}.{slot.generation}")
-                slot.link = link
+                link = await self._start(slot)
                 try:
                     await self._ask(link, self._setup_payload, self.limits.control_timeout_s)
                 except WorkerRefusedError:
-                    await asyncio.to_thread(link.kill)
                     slot.link = None
+                    await self._stop(link)
                     raise
             prefix = slot.calls.get(call.call_id)
             if prefix is None:
@@ -189,12 +201,35 @@ class WorkerPool:
                 await self._ask(link, call.start_message(prefix), self.limits.control_timeout_s)
             return link, prefix
 
+    async def _start(self, slot: _Slot) -> WorkerLink:
+        """A new worker in ``slot`` (bounded); a failed start counts as a lost worker."""
+        name = f"{slot.index}.{slot.generation}"
+        try:
+            async with asyncio.timeout(self.limits.start_timeout_s):
+                link = await self._start_link(name)
+        except TimeoutError as error:
+            slot.lost = True
+            raise WorkerLostError(
+                f"episode worker {name} did not start within {self.limits.start_timeout_s:g} s"
+            ) from error
+        except WorkerLostError:
+            slot.lost = True
+            raise
+        with self._guard:
+            closed = self._closed
+            if not closed:
+                slot.link = link
+        if closed:  # close() ran while it started: it must not be left running
+            await self._stop(link)
+            raise RolloutCallError("the rollout function was closed; its workers are stopped")
+        return link
+
     def _pick(self) -> _Slot:
         return min(self._slots, key=lambda s: (s.load, s.index))
 
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
         """Run one group on a worker; a lost worker yields a failed ``worker_lost`` run."""
-        self._bind_loop()
+        await self._bind_loop()
         slot = self._pick()
         slot.load += 1
         link: WorkerLink | None = None
@@ -226,12 +261,12 @@ class WorkerPool:
         if link is not None and slot.link is link:
             slot.link, slot.calls, slot.lost = None, {}, True
         if link is not None:
-            await asyncio.to_thread(link.kill)  # a hung worker is still running
+            await self._stop(link)  # a hung worker is still running; a dead one left a group
         call.worker_lost(prefix)
 
     async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
         """Tell every worker that knows the call to end it; returns the prefixes that failed."""
-        self._bind_loop()
+        await self._bind_loop()
         started = [
             (s, s.link, s.calls.pop(call.call_id)) for s in self._slots if call.call_id in s.calls
         ]
@@ -248,8 +283,36 @@ class WorkerPool:
                 )
                 if slot.link is link:
                     slot.link, slot.calls, slot.lost = None, {}, True
-                await asyncio.to_thread(link.kill)
+                await self._stop(link)
                 return prefix
 
         failed = await asyncio.gather(*(end(s, link, p) for s, link, p in started))
         return [p for p in failed if p is not None]
+
+
+def kill_all(links: list[WorkerLink], *, wait: bool) -> None:
+    """Stop ``links`` at once, each in a thread of its own (each stop is bounded)."""
+    threads = [
+        threading.Thread(target=_kill_quietly, args=(link,), name=f"stop {link.description}")
+        for link in links
+    ]
+    for thread in threads:
+        thread.start()
+    if wait:
+        for thread in threads:
+            thread.join()
+
+
+def _kill_quietly(link: WorkerLink) -> None:
+    try:
+        link.kill()
+    except Exception as error:  # stopping must go on for the others
+        logger.warning("stopping %s failed: %r", link.description, error)
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -4,6 +4,11 @@ Actors are placed by Ray's default scheduling, so with Miles' Ray cluster reacha
 already initialised in the process, or ``RAY_ADDRESS`` names a cluster) they may land on
 other nodes; otherwise a local Ray instance is started. Ray is an optional extra
 (``pip install miles-verifiers[ray]``).
+
+An actor is the child subreaper of what it starts. Stopping one (the rollout function closing,
+or the actor found hung) first asks it to shut down: it ends its calls, closing their
+environments, and ends whatever it started, within a bound; then it is killed. An actor that
+dies on its own gets no such chance.
 """
 
 from __future__ import annotations
@@ -58,12 +63,26 @@ class _EpisodeWorkerActor:
     """The actor body: one handler, request bytes in, reply bytes out."""
 
     def __init__(self) -> None:
+        from miles_verifiers._workers import procs
         from miles_verifiers._workers.worker import WorkerHandler
 
+        procs.become_child_subreaper()
         self._handler = WorkerHandler()
 
     async def handle(self, payload: bytes) -> bytes:
         return await self._handler.handle_frame(payload)
+
+    async def shutdown(self) -> None:
+        """End every call (closing its environment), then what this actor started."""
+        from miles_verifiers._workers import procs
+        from miles_verifiers._workers.child import DESCENDANT_GRACE_S, EXIT_GRACE_S
+
+        try:
+            async with asyncio.timeout(EXIT_GRACE_S):
+                await self._handler.close()
+        finally:
+            started = procs.descendants(os.getpid())
+            await asyncio.to_thread(procs.end, started, DESCENDANT_GRACE_S)
 
     async def ping(self) -> bool:
         return True
@@ -107,14 +126,28 @@ class RayWorker:
             raise
 
     def kill(self) -> None:
+        """Ask the actor to shut down (bounded), then kill it; blocking, any thread."""
         self._lost = self._lost or "it was stopped"
         try:
             import ray
 
             if ray.is_initialized():
-                ray.kill(self._actor, no_restart=True)
+                try:
+                    ray.get(self._actor.shutdown.remote(), timeout=_shutdown_bound_s())
+                finally:
+                    ray.kill(self._actor, no_restart=True)
         except Exception as error:  # stopping must not raise at close or exit
-            logger.debug("killing %s failed: %r", self.description, error)
+            logger.debug("stopping %s failed: %r", self.description, error)
+
+    async def stop(self) -> None:
+        """:meth:`kill` without blocking the event loop."""
+        await asyncio.to_thread(self.kill)
+
+
+def _shutdown_bound_s() -> float:
+    from miles_verifiers._workers.child import STOP_BOUND_S
+
+    return STOP_BOUND_S
 
 
 async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:

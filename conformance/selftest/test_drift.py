@@ -67,6 +67,27 @@ def test_update_run_reports_the_changed_case(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.clause("SUITE-2")
+def test_a_run_split_over_xdist_workers_reports_the_changed_case(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_demo.py").write_text(SNAPSHOT_TEST)
+    report = tmp_path / "r"
+    first = run_pytest(
+        ["--snapshot-update"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 2, 3"}
+    )
+    assert first.returncode == 0, first.output
+
+    check = run_pytest(["-n", "2"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 7, 3"})
+
+    assert "bringing up nodes" in check.output, check.output[-3000:]  # xdist ran it
+    assert check.returncode != 0
+    assert "differ from the committed ones" in check.output, check.output[-3000:]
+    assert (
+        "test_demo.py::test_case: tokens 3 -> 3, first difference at position 1 (id 2 -> 7)"
+        in check.output
+    )
+
+
 @pytest.mark.clause("SNP-2")
 def test_snapshots_from_other_versions_are_refused_with_the_refresh_command() -> None:
     problem = version_mismatch(

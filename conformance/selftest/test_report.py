@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,6 +128,72 @@ def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -
     }
     markdown = (tmp_path / "out" / "conformance.md").read_text()
     assert "no engine here" in markdown and "deliberate" in markdown
+
+
+DEPLOYMENT_CONFTEST = CONFTEST + textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.fixture(params=["sglang-router@0.5.16-fork", "direct@0.5.23"])
+    def deployment_world(request):
+        if request.param.startswith("direct"):
+            pytest.fail("deliberate")
+        return request.param
+    """
+)
+DEPLOYMENT_TEST = "\n\n@pytest.mark.clause('TRP-1')\ndef test_x(deployment_world):\n    pass\n"
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """The report less what differs between any two runs: when it was made, how long tests took."""
+    kept = {k: v for k, v in report.items() if k != "created"}
+    kept["clauses"] = [
+        {**c, "tests": [{k: v for k, v in t.items() if k != "duration_s"} for t in c["tests"]]}
+        for c in report["clauses"]
+    ]
+    return kept
+
+
+@pytest.mark.clause("SUITE-3")
+def test_a_run_split_over_xdist_workers_writes_the_report_of_a_run_without(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conftest.py").write_text(DEPLOYMENT_CONFTEST)
+    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS + DEPLOYMENT_TEST)
+
+    alone = run_pytest(
+        ["test_synthetic.py", "-p", "no:xdist"], cwd=tmp_path, report_base=tmp_path / "a"
+    )
+    split = run_pytest(["test_synthetic.py", "-n", "2"], cwd=tmp_path, report_base=tmp_path / "b")
+
+    assert "bringing up nodes" in split.output, split.output[-3000:]  # xdist ran it
+    assert alone.report is not None and split.report is not None, split.output[-3000:]
+    assert without_timings(dict(split.report)) == without_timings(dict(alone.report))
+    assert any(t["deployment"] for c in split.report["clauses"] for t in c["tests"])
+    markdown = [
+        [
+            line
+            for line in (tmp_path / f"{name}.md").read_text().splitlines()
+            if "Created:" not in line
+        ]
+        for name in ("a", "b")
+    ]
+    assert markdown[0] == markdown[1]
+
+
+@pytest.mark.clause("SUITE-3")
+def test_an_unknown_clause_option_stops_an_xdist_run_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+
+    run = run_pytest(
+        ["test_synthetic.py", "-n", "2", "--clause", "OPT-99"],
+        cwd=tmp_path,
+        report_base=tmp_path / "r",
+    )
+
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.output[-3000:]
+    assert "--clause OPT-99: no such clause" in run.output
 
 
 @pytest.mark.clause("SUITE-3")

@@ -22,11 +22,13 @@ for _name, _value in offline_environ().items():
     os.environ.setdefault(_name, _value)
 
 from miles_verifiers_testkit.engine import (
+    EngineClock,
     EngineConfig,
     LoopbackEngine,
     ModelProfile,
     PolicyConfig,
     RunningEngine,
+    VirtualClock,
     load_model_profile,
     serve_engine,
 )
@@ -51,31 +53,27 @@ def qwen_renderer(qwen: ModelProfile) -> Any:
 
 
 @pytest.fixture
-def early_timer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every wait of the engine wakes after half the time asked for, as an event-loop timer
-    may wake a little early: the engine must still pace to its model."""
-    from miles_verifiers_testkit.engine import engine as engine_module
-
-    original = engine_module._timer
-
-    async def early(wakeup: Any, seconds: float) -> None:
-        await original(wakeup, seconds / 2)
-
-    monkeypatch.setattr(engine_module, "_timer", early)
+def early_clock() -> VirtualClock:
+    """A virtual clock whose every wait ends 50 ms short, as an event-loop timer may end a
+    little early: the engine must still pace to its model."""
+    return VirtualClock(early_s=0.05)
 
 
 @pytest.fixture
 def serve(qwen: ModelProfile) -> ServeFactory:
-    """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields, on loopback.
+    """Start a fresh Qwen3 engine with the given ``EngineConfig`` fields (and ``clock``, if
+    given), on loopback.
 
     These tests specify the 0.5.23 contract unless a test names another version (the engine's
     own default is the 0.5.16 fork production Miles runs).
     """
 
-    def start(**fields: Any) -> AbstractContextManager[RunningEngine]:
+    def start(
+        clock: EngineClock | None = None, **fields: Any
+    ) -> AbstractContextManager[RunningEngine]:
         fields.setdefault("sglang_version", "0.5.23")
         config = EngineConfig(model=QWEN, **fields)
-        return serve_engine(engine=LoopbackEngine(config, model=qwen))
+        return serve_engine(engine=LoopbackEngine(config, model=qwen, clock=clock))
 
     return start
 

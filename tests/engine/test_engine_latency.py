@@ -1,68 +1,74 @@
 """The latency model and the continuous-batch capacity.
 
-Pacing is checked through the engine's own reported ``e2e_latency`` under a timer that fires
-early (as event-loop timers may), never against the wall clock: speed is for benchmarks.
+Pacing is checked on a virtual clock the engine is given: time moves only when the engine
+waits, so the time between two readings is what it waited, with no sleeping and no wall
+clock (speed is for benchmarks). Its waits end early, as event-loop timers may, so the engine
+must pace to a deadline rather than trust one wait.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import pytest
 
-from miles_verifiers_testkit.engine import LatencyModel
+from miles_verifiers_testkit.engine import LatencyModel, VirtualClock
 from tests.engine.engine_support import ServeFactory, in_background, wait_in_flight
 
 PROMPT = [9707, 11, 1879, 0]
 
 
-def test_decode_latency_paces_every_generated_token(serve: ServeFactory, early_timer: None) -> None:
+def _generate(http: httpx.Client, clock: VirtualClock, body: dict[str, Any]) -> tuple[Any, float]:
+    """The answer to ``body`` and the time the engine waited before giving it."""
+    before = clock.now()
+    answer = http.post("/generate", json=body).json()
+    return answer, clock.now() - before
+
+
+def test_decode_latency_paces_every_generated_token(
+    serve: ServeFactory, early_clock: VirtualClock
+) -> None:
+    body = {"input_ids": PROMPT, "sampling_params": {"ignore_eos": True, "max_new_tokens": 40}}
     with (
-        serve(latency=LatencyModel(decode_s_per_token=0.01)) as running,
+        serve(latency=LatencyModel(decode_s_per_token=0.01), clock=early_clock) as running,
         httpx.Client(base_url=running.base_url) as http,
     ):
-        out = http.post(
-            "/generate",
-            json={
-                "input_ids": PROMPT,
-                "sampling_params": {"ignore_eos": True, "max_new_tokens": 40},
-            },
-        ).json()
+        out, waited = _generate(http, early_clock, body)
     assert out["meta_info"]["completion_tokens"] == 40
-    assert out["meta_info"]["e2e_latency"] >= 40 * 0.01
+    assert waited == pytest.approx(40 * 0.01)
+    assert out["meta_info"]["e2e_latency"] == pytest.approx(waited)
 
 
 def test_prefill_latency_is_charged_for_uncached_prompt_tokens(
-    serve: ServeFactory, early_timer: None
+    serve: ServeFactory, early_clock: VirtualClock
 ) -> None:
-    prompt = [9707] * 400
+    body = {"input_ids": [9707] * 400, "sampling_params": {"max_new_tokens": 1}}
     with (
-        serve(latency=LatencyModel(prefill_s_per_token=0.001)) as running,
+        serve(latency=LatencyModel(prefill_s_per_token=0.001), clock=early_clock) as running,
         httpx.Client(base_url=running.base_url) as http,
     ):
-        first = http.post(
-            "/generate", json={"input_ids": prompt, "sampling_params": {"max_new_tokens": 1}}
-        ).json()
-        second = http.post(
-            "/generate", json={"input_ids": prompt, "sampling_params": {"max_new_tokens": 1}}
-        ).json()
-    assert first["meta_info"]["e2e_latency"] >= 0.4
+        _, first_waited = _generate(http, early_clock, body)
+        second, second_waited = _generate(http, early_clock, body)
+    assert first_waited == pytest.approx(400 * 0.001)
     assert second["meta_info"]["cached_tokens"] == 399
+    assert second_waited == pytest.approx(1 * 0.001)
 
 
-def test_latency_can_be_changed_while_serving(serve: ServeFactory, early_timer: None) -> None:
-    with serve() as running, httpx.Client(base_url=running.base_url) as http:
+def test_latency_can_be_changed_while_serving(
+    serve: ServeFactory, early_clock: VirtualClock
+) -> None:
+    body = {"input_ids": PROMPT, "sampling_params": {"ignore_eos": True, "max_new_tokens": 30}}
+    with (
+        serve(clock=early_clock) as running,
+        httpx.Client(base_url=running.base_url) as http,
+    ):
+        _, unpaced = _generate(http, early_clock, body)
         running.engine.set_latency(LatencyModel(decode_s_per_token=0.01))
-        out = http.post(
-            "/generate",
-            json={
-                "input_ids": PROMPT,
-                "sampling_params": {"ignore_eos": True, "max_new_tokens": 30},
-            },
-        ).json()
+        _, paced = _generate(http, early_clock, body)
         running.engine.set_latency(LatencyModel())
-    assert out["meta_info"]["e2e_latency"] >= 0.3
+    assert (unpaced, paced) == (0.0, pytest.approx(30 * 0.01))
     assert running.engine.latency == LatencyModel()
 
 

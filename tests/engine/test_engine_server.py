@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 
 from miles_verifiers_testkit.engine import (
     EngineConfig,
+    FaultKind,
     FaultPlan,
     LatencyModel,
     LoopbackEngine,
@@ -59,6 +64,46 @@ def test_stopping_the_engine_answers_requests_in_flight_with_an_abort(serve: Ser
     assert not thread.is_alive(), "the request in flight was never answered"
     assert answers[0].status_code == 200
     assert answers[0].json()["meta_info"]["finish_reason"]["type"] == "abort"
+
+
+HELD_BODY = {"input_ids": [9707, 11], "sampling_params": {"max_new_tokens": 8}}
+
+
+def _wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.005)
+
+
+def _answer_after_stop(thread: threading.Thread, answers: list[httpx.Response]) -> Any:
+    thread.join(10)  # a guard against hanging, not a speed check
+    assert not thread.is_alive(), "the held call was never answered"
+    assert answers[0].status_code == 200
+    return answers[0].json()
+
+
+def test_stopping_the_engine_answers_a_call_held_by_a_delay_fault_with_an_abort(
+    serve: ServeFactory,
+) -> None:
+    plan = FaultPlan.always(FaultKind.DELAY, delay_s=600.0)
+    with serve(faults=plan) as running:
+        thread, answers = in_background(running.base_url, HELD_BODY)
+        _wait_until(lambda: running.engine.stats().faults["delay"] == 1, "the delay")
+    body = _answer_after_stop(thread, answers)
+    assert body["meta_info"]["finish_reason"]["type"] == "abort"
+    assert body["output_ids"] == []
+
+
+def test_stopping_the_engine_answers_a_call_held_by_the_completion_gate_with_an_abort(
+    serve: ServeFactory,
+) -> None:
+    plan = FaultPlan(completion_order="reversed", order_quiet_s=600.0)
+    with serve(faults=plan) as running:
+        thread, answers = in_background(running.base_url, HELD_BODY)
+        _wait_until(lambda: running.engine.held_calls == 1, "the hold")
+    body = _answer_after_stop(thread, answers)
+    assert body["meta_info"]["finish_reason"]["type"] == "abort"
 
 
 def test_serve_engine_builds_the_engine_from_a_config(qwen: ModelProfile) -> None:

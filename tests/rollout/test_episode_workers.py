@@ -1,12 +1,9 @@
 """Episode workers (``MILES_VERIFIERS_EPISODE_WORKERS`` > 1, local processes): the same
-samples as one process, every evaluation task, reuse across calls, lost workers, and no
-process left behind."""
+samples as one process, every evaluation task, reuse across calls, and no process left behind
+(orphans included). Lost workers: ``test_episode_worker_kills.py``."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,7 @@ from tests.rollout.rollout_support import (
     train_input,
     write_config,
 )
-from tests.workers.processes import descendants, wait_until
+from tests.workers.processes import descendants, leftovers, wait_until, watch_for_orphans
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +49,11 @@ def deterministic_args(**overrides: Any) -> Any:
     }
     values.update(overrides)
     return miles_args(**values)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def orphans_seen() -> None:
+    watch_for_orphans()
 
 
 @pytest.fixture
@@ -123,45 +125,7 @@ def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
 
     assert len(first) == 2
     assert second == first
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
-
-
-def test_a_worker_killed_mid_call_loses_only_its_groups_which_are_replaced(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
-    # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
-    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
-    fn = build_rollout_fn(args, config, workers(2))
-    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
-    before = set(worker_pids())
-    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
-    result: dict[str, Any] = {}
-
-    def train() -> None:
-        result["output"] = call(fn, train_input(1), miles_loop)
-
-    caller = threading.Thread(target=train)
-    caller.start()
-    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
-    victim = sorted(before)[0]
-    os.kill(victim, signal.SIGKILL)
-    caller.join(timeout=120)
-    after = set(worker_pids())
-    fn.close()
-
-    output = result["output"]
-    groups = output.samples
-    assert len(groups) == 2 and all(len(g) == 2 for g in groups)
-    assert all(s.status.value == "completed" for g in groups for s in g)
-    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
-    assert output.metrics["verifiers/groups_replaced"] >= 1
-    assert victim not in after and len(after) == 2  # restarted in its place
-    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_process(
@@ -194,7 +158,7 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
     assert engine.in_flight == 0
     prefixes = {rid.split("-", 1)[0] for rid in engine.abort_calls}
     assert {p.rsplit("_w", 1)[1][:1] for p in prefixes if "_w" in p} == {"0", "1"}
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
@@ -207,82 +171,13 @@ def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) 
         return await asyncio_wait(worker._process.wait(), 30)
 
     assert miles_loop.run(start_then_hang_up(), timeout_s=60) == 0
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
     import asyncio
 
     return await asyncio.wait_for(awaitable, timeout_s)
-
-
-def kill_one_worker_mid_call(
-    fn: VerifiersRolloutFn, engine: RecordingEngine, miles_loop: MilesLoop, how: signal.Signals
-) -> tuple[int, dict[str, Any]]:
-    """Start a slow training call, send ``how`` to one worker once requests are in flight, and
-    return that worker's pid and what the call returned or raised."""
-    call(fn, train_input(0), miles_loop)  # both workers up before the slow call
-    victim = sorted(worker_pids())[0]
-    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
-    result: dict[str, Any] = {}
-
-    def train() -> None:
-        try:
-            result["output"] = call(fn, train_input(1), miles_loop)
-        except Exception as error:
-            result["error"] = error
-
-    caller = threading.Thread(target=train)
-    caller.start()
-    assert wait_until(lambda: engine.in_flight >= 2, timeout_s=60)
-    os.kill(victim, how)
-    caller.join(timeout=180)
-    return victim, result
-
-
-def test_a_hung_worker_is_killed_after_the_deadline_and_its_groups_are_replaced(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
-    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
-    quick = workers(2, episode_timeout_s=5, cleanup_grace_s=1, abort_timeout_s=1)
-    fn = build_rollout_fn(args, config, quick)
-
-    victim, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGSTOP)
-    after = set(worker_pids())
-    fn.close()
-
-    output = result["output"]
-    assert [len(g) for g in output.samples] == [2, 2]
-    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
-    assert victim not in after
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
-
-
-def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    from miles_verifiers._workers.pool import WorkerRestartLimitError
-
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
-    args = deterministic_args(rollout_batch_size=2, over_sampling_batch_size=2)
-    fn = build_rollout_fn(args, config, workers(2, episode_worker_restarts=0))
-
-    _, result = kill_one_worker_mid_call(fn, engine, miles_loop, signal.SIGKILL)
-    fn.close()
-
-    error = result.get("error")
-    assert isinstance(error, WorkerRestartLimitError), result
-    assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
-    # The killed worker's requests end as the engine sees its connections close.
-    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
-    assert wait_until(lambda: not descendants(), timeout_s=10), descendants()
 
 
 def test_two_ray_workers_train_the_same_samples_as_one_process(

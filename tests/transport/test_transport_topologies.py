@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from verifiers.v1.types import Response, SamplingConfig
 from miles_verifiers._transport import SGLangTransport, TransportSettings
 from miles_verifiers._transport.routers import RouterKind
 from miles_verifiers_testkit.engine import EngineConfig, LatencyModel, LoopbackEngine
+from miles_verifiers_testkit.engine import topology as topology_module
 from miles_verifiers_testkit.engine.model import load_model_profile
 from miles_verifiers_testkit.engine.topology import (
     TOPOLOGIES,
@@ -273,3 +275,32 @@ def test_two_rust_routers_run_side_by_side_on_one_machine(profile: Any) -> None:
         if "Address already in use" in str(exc):
             raise
         pytest.skip(f"sglang-router unavailable here: {exc}")
+
+
+@pytest.mark.parametrize("taken", ["port", "metrics port"])
+def test_a_router_whose_port_is_taken_before_it_starts_starts_again_on_new_ports(
+    profile: Any, renderer_pool: Any, monkeypatch: pytest.MonkeyPatch, taken: str
+) -> None:
+    # Its ports are chosen free, then bound by the router's own process: another test worker
+    # (or anything on the machine) may take one in between.
+    real_free_port = topology_module._free_port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        # The first start gets the held port first (its router port) or second (its metrics
+        # port); every later choice is really free.
+        choices = iter([held] if taken == "port" else [real_free_port(), held])
+        monkeypatch.setattr(
+            topology_module, "_free_port", lambda: next(choices, None) or real_free_port()
+        )
+        config = EngineConfig(model=MODEL, context_length=CONTEXT_LEN, router=False)
+        try:
+            with serve_topology("sglang-router", [SeenEngine(config, model=profile)]) as running:
+                assert not running.url.endswith(f":{held}")
+                response = asyncio.run(ask(client_for(running, renderer_pool)[0]))
+        except TopologyUnavailable as exc:
+            if "Address already in use" in str(exc):
+                raise
+            pytest.skip(f"sglang-router unavailable here: {exc}")
+    assert response.tokens is not None and response.tokens.completion_ids

@@ -1,9 +1,21 @@
-"""The processes below this one, read from /proc (Linux), for no-orphan checks."""
+"""The processes a test left behind, read from /proc (Linux), for no-orphan checks.
+
+Walking the test process's descendants alone is blind to an orphan: a process whose parent
+died is reparented to init (or whichever subreaper is above it) and leaves the walk, though
+it still runs. :func:`watch_for_orphans` closes that gap twice over: the test process becomes
+a child subreaper, so orphans below it reparent to it and stay in the walk, and it puts a
+marker in its environment, which everything it starts inherits (unless started with an
+environment of its own), so :func:`leftovers` also finds marked processes wherever they were
+reparented.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +53,59 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
             found.append(child)
             frontier.append(child.pid)
     return [p for p in found if p.state != "Z"]
+
+
+MARKER_VARIABLE = "MILES_VERIFIERS_TEST_ORPHAN_MARKER"
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def watch_for_orphans() -> None:
+    """Make this process a child subreaper and mark its environment (idempotent)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    os.environ.setdefault(MARKER_VARIABLE, uuid.uuid4().hex)
+
+
+def marked() -> list[ProcessInfo]:
+    """Every live process but this one whose environment carries this process's marker."""
+    marker = os.environ.get(MARKER_VARIABLE)
+    if marker is None:
+        return []
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        info = _read(int(name))
+        if needle in environ.split(b"\0") and info is not None and info.state != "Z":
+            found.append(info)
+    return found
+
+
+def leftovers() -> list[ProcessInfo]:
+    """Everything still running that this process started, orphans included (once
+    :func:`watch_for_orphans` ran)."""
+    found = {p.pid: p for p in descendants()}
+    found.update((p.pid, p) for p in marked())
+    return sorted(found.values(), key=lambda p: p.pid)
+
+
+def still_running(seen: list[ProcessInfo]) -> list[ProcessInfo]:
+    """Those of ``seen`` that still run (same pid and command line, not a zombie), wherever
+    they were reparented."""
+    found = []
+    for before in seen:
+        now = _read(before.pid)
+        if now is not None and now.state != "Z" and now.cmdline == before.cmdline:
+            found.append(before)
+    return found
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:

@@ -1,0 +1,134 @@
+"""What an episode worker started, found through /proc (Linux), and how it is ended.
+
+A local worker leaves three traces that outlast it: its process group (the worker leads its
+own session), its descendants (the worker is their child subreaper, so even a process that
+started a session of its own stays below it while the worker lives), and a token in the
+environment of everything that inherited the worker's environment (found again after the
+worker is gone, wherever such a process was reparented). Elsewhere, or where /proc cannot be
+read, every function here finds nothing and signals nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Set in each local worker's environment; inherited by what it starts (see module docstring).
+TOKEN_VARIABLE = "MILES_VERIFIERS_EPISODE_WORKER_TOKEN"
+_PR_SET_CHILD_SUBREAPER = 36
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcessRef:
+    """A process as it was seen: its start time tells a reused pid from it."""
+
+    pid: int
+    start: int
+
+
+@dataclass(frozen=True)
+class ProcessStat:
+    state: str
+    ppid: int
+    start: int
+
+
+def stat_of(pid: int) -> ProcessStat | None:
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    # The fields after the parenthesised command name: state, ppid, ... starttime is 20th.
+    fields = raw.rsplit(b")", 1)[-1].split()
+    try:
+        return ProcessStat(fields[0].decode(), int(fields[1]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
+    except OSError:
+        return []
+
+
+def alive(ref: ProcessRef) -> bool:
+    """The process still runs (not a zombie) and is the one that was seen."""
+    stat = stat_of(ref.pid)
+    return stat is not None and stat.state != "Z" and stat.start == ref.start
+
+
+def descendants(root: int) -> list[ProcessRef]:
+    """Every live process below ``root``."""
+    children: dict[int, list[ProcessRef]] = {}
+    for pid in _pids():
+        stat = stat_of(pid)
+        if stat is not None and stat.state != "Z":
+            children.setdefault(stat.ppid, []).append(ProcessRef(pid, stat.start))
+    found: list[ProcessRef] = []
+    frontier = [root]
+    while frontier:  # bounded: each pid has one parent, so each is visited once
+        for child in children.get(frontier.pop(), []):
+            found.append(child)
+            frontier.append(child.pid)
+    return found
+
+
+def carrying_token(token: str) -> list[ProcessRef]:
+    """Every live process (of ours; others' environments are unreadable) whose environment
+    has :data:`TOKEN_VARIABLE` set to ``token``."""
+    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    found: list[ProcessRef] = []
+    for pid in _pids():
+        try:
+            environ = (_PROC / str(pid) / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            stat = stat_of(pid)
+            if stat is not None and stat.state != "Z":
+                found.append(ProcessRef(pid, stat.start))
+    return found
+
+
+def send(refs: Iterable[ProcessRef], signum: int) -> None:
+    for ref in refs:
+        if alive(ref):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(ref.pid, signum)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group; nothing if it is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def end(refs: Iterable[ProcessRef], grace_s: float) -> None:
+    """SIGTERM, up to ``grace_s`` for them to exit, then SIGKILL what is left (blocking)."""
+    refs = [r for r in refs if r.pid != os.getpid()]
+    send(refs, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(alive(r) for r in refs):
+        time.sleep(0.02)
+    send(refs, signal.SIGKILL)
+
+
+def become_child_subreaper() -> bool:
+    """Make orphaned descendants of this process reparent to it rather than to init."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False

@@ -1,0 +1,254 @@
+"""Killing episode workers, and the trainer, mid-call on tasksets that start processes of
+their own (mv-tools: an MCP tool server per rollout; mv-dialogue: a user simulator per
+rollout) and on one that starts none (mv-arith): the call goes on without the lost worker,
+and nothing a worker started is left running, orphans included (the checks see a process
+reparented away from the test, see ``tests/workers/processes.py``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from miles_verifiers import AdapterSettings, VerifiersRolloutFn
+from miles_verifiers_testkit.engine import LatencyModel
+from tests.rollout.rollout_support import (
+    MilesLoop,
+    RecordingEngine,
+    RolloutFnFactory,
+    call,
+    miles_args,
+    train_input,
+    write_config,
+)
+from tests.workers.processes import (
+    ProcessInfo,
+    descendants,
+    leftovers,
+    still_running,
+    wait_until,
+    watch_for_orphans,
+)
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKER_MODULE = "miles_verifiers._workers.child"
+TASKSETS = ["mv_arith", "mv_tools", "mv_dialogue"]
+# Tasksets whose rollouts start processes (the tests wait until a worker has some).
+STARTS_PROCESSES = {"mv_tools", "mv_dialogue"}
+# Bound on everything a lost worker or a killed trainer leaves ending (a stop's grace included).
+GONE_WITHIN_S = 60.0
+# Episodes that start processes are slow on a loaded machine: a generous deadline per call.
+CALL_DEADLINE_S = 300.0
+SLEEPER = "mv-spawner-sleeper"
+# mv-arith, except that loading its tasks in an episode worker starts a process in a session
+# of its own, which outlives the worker unless something ends it.
+SPAWNER_MODULE = f'''
+import subprocess
+import sys
+
+import mv_arith
+from mv_arith import FixtureHarness
+
+
+class SpawnerTaskset(mv_arith.ArithTaskset):
+    def load(self):
+        main = getattr(sys.modules["__main__"], "__spec__", None)
+        if main is not None and main.name == "{WORKER_MODULE}":
+            subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(600)", "{SLEEPER}"],
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+            )
+        return super().load()
+
+
+__all__ = ["SpawnerTaskset", "FixtureHarness"]
+'''
+
+
+@pytest.fixture(autouse=True, scope="module")
+def orphans_seen() -> None:
+    watch_for_orphans()
+
+
+@pytest.fixture
+def closing() -> Iterator[list[VerifiersRolloutFn]]:
+    made: list[VerifiersRolloutFn] = []
+    yield made
+    for fn in made:
+        fn.close()
+
+
+def worker_pids(below: int | None = None) -> list[int]:
+    return [p.pid for p in descendants(below) if WORKER_MODULE in p.cmdline]
+
+
+def kill_one_worker_mid_call(
+    fn: VerifiersRolloutFn,
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    taskset: str,
+    how: signal.Signals,
+) -> tuple[int, list[ProcessInfo], dict[str, Any]]:
+    """Start a slow training call; once both workers run episodes (and, on a taskset that
+    starts processes, one of them has started some) send ``how`` to that one. Returns its
+    pid, what it had started and what the call returned or raised."""
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    result: dict[str, Any] = {}
+
+    def train() -> None:
+        try:
+            result["output"] = call(fn, train_input(0), miles_loop, CALL_DEADLINE_S)
+        except Exception as error:
+            result["error"] = error
+
+    def pick_victim() -> bool:
+        workers = sorted(worker_pids())
+        if len(workers) < 2 or engine.in_flight < 2:
+            return False
+        ready = [w for w in workers if taskset not in STARTS_PROCESSES or descendants(w)]
+        victims[:] = ready[:1]
+        return bool(victims)
+
+    victims: list[int] = []
+    caller = threading.Thread(target=train)
+    caller.start()
+    assert wait_until(pick_victim, timeout_s=CALL_DEADLINE_S)
+    started = descendants(victims[0])
+    os.kill(victims[0], how)
+    caller.join(timeout=CALL_DEADLINE_S + 30)
+    return victims[0], started, result
+
+
+@pytest.mark.parametrize("taskset", TASKSETS)
+@pytest.mark.parametrize(
+    "how",
+    [signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP],
+    ids=["sigterm", "sigkill", "hung"],
+)
+def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
+    taskset: str,
+    how: signal.Signals,
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    closing: list[VerifiersRolloutFn],
+) -> None:
+    config = write_config(tmp_path, taskset, taskset={"num_tasks": 8})
+    # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
+    args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    # A hung (stopped) worker is found out at the episode deadline plus its wind-down.
+    deadline = {"episode_timeout_s": 45} if how == signal.SIGSTOP else {}
+    quick = AdapterSettings(episode_workers=2, cleanup_grace_s=1, abort_timeout_s=1, **deadline)
+    fn = build_rollout_fn(args, config, quick)
+    closing.append(fn)
+
+    victim, started, result = kill_one_worker_mid_call(fn, engine, miles_loop, taskset, how)
+
+    output = result["output"]
+    assert [len(g) for g in output.samples] == [2, 2]
+    assert all(s.status.value == "completed" for g in output.samples for s in g)
+    assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
+    assert output.metrics["verifiers/groups_replaced"] >= 1
+    assert victim not in worker_pids()
+    assert taskset not in STARTS_PROCESSES or started
+    assert wait_until(lambda: not still_running(started), GONE_WITHIN_S), still_running(started)
+    fn.close()
+    assert wait_until(lambda: not leftovers(), GONE_WITHIN_S), leftovers()
+
+
+def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    closing: list[VerifiersRolloutFn],
+) -> None:
+    from miles_verifiers._workers.pool import WorkerRestartLimitError
+
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    fn = build_rollout_fn(
+        args, config, AdapterSettings(episode_workers=2, episode_worker_restarts=0)
+    )
+    closing.append(fn)
+
+    _, _, result = kill_one_worker_mid_call(fn, engine, miles_loop, "mv_arith", signal.SIGKILL)
+    fn.close()
+
+    error = result.get("error")
+    assert isinstance(error, WorkerRestartLimitError), result
+    assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
+    # The killed worker's requests end as the engine sees its connections close.
+    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
+    assert wait_until(lambda: not leftovers(), GONE_WITHIN_S), leftovers()
+
+
+def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    closing: list[VerifiersRolloutFn],
+) -> None:
+    (tmp_path / "mv_spawner.py").write_text(SPAWNER_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = write_config(tmp_path, "mv_arith", taskset={"id": "mv-spawner", "num_tasks": 4})
+    fn = build_rollout_fn(miles_args(), config, AdapterSettings(episode_workers=2))
+    closing.append(fn)
+    call(fn, train_input(0), miles_loop, CALL_DEADLINE_S)
+    victim = sorted(worker_pids())[0]
+    sleepers = [p for p in descendants(victim) if SLEEPER in p.cmdline]
+
+    os.kill(victim, signal.SIGKILL)  # no chance to end what it started
+    call(
+        fn, train_input(1), miles_loop, CALL_DEADLINE_S
+    )  # finds it lost and starts another in its place
+
+    assert sleepers
+    assert wait_until(lambda: not still_running(sleepers), GONE_WITHIN_S), still_running(sleepers)
+    fn.close()
+    assert wait_until(lambda: not leftovers(), GONE_WITHIN_S), leftovers()
+
+
+@pytest.mark.parametrize("taskset", TASKSETS)
+def test_a_killed_trainer_leaves_no_worker_and_nothing_they_started(
+    taskset: str, engine: RecordingEngine, engine_port: int, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, taskset, taskset={"num_tasks": 8})
+    engine.set_latency(LatencyModel(decode_s_per_token=0.05))
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "tests.rollout.trainer_process", str(config), str(engine_port)],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+    def mid_call() -> bool:
+        workers = worker_pids(trainer.pid)
+        return (
+            len(workers) == 2
+            and engine.in_flight >= 2
+            and (taskset not in STARTS_PROCESSES or any(map(descendants, workers)))
+        )
+
+    try:
+        assert wait_until(mid_call, timeout_s=CALL_DEADLINE_S)
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(timeout=30)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait(timeout=30)
+
+    assert wait_until(lambda: not leftovers(), GONE_WITHIN_S), leftovers()
