@@ -1,10 +1,14 @@
 """Verifiers traces to Miles samples.
 
-One trace becomes one sample: the trace's single branch (root-to-leaf path of its message
-graph) is the token sequence Miles trains on. The sample's prompt ends where the first
-sampled token starts; everything after it is the "response", with a loss mask that is 1 on
-model-sampled tokens and 0 on tool/user/template tokens of later turns, and the engine's
-log-probs aligned to it.
+A branch (root-to-leaf path of a trace's message graph) is a token sequence Miles trains on.
+The sample's prompt ends where the branch's first sampled token starts; everything after it is
+the "response", with a loss mask that is 1 on model-sampled tokens and 0 on tool/user/template
+tokens of later turns, and the engine's log-probs aligned to it.
+
+How a trace with several branches is treated is the :class:`BranchPolicy`: ``reject`` refuses
+it (one sample per trace), ``siblings`` makes every trainable branch a sample sharing the
+trace's ``rollout_id`` and reward. A sampled turn several branches share is trained in the
+first branch that holds it only; later branches keep it as context with loss mask 0.
 
 Functions here are pure over verifiers' ``Trace``/``Branch``/``MessageNode`` objects (or
 anything shaped like them) and return the contract ``Sample`` chosen by
@@ -13,8 +17,9 @@ anything shaped like them) and return the contract ``Sample`` chosen by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, cast
 
 from miles_verifiers._contract.compat import build_sample, contract
@@ -26,6 +31,13 @@ TOTAL_REWARD_KEY = "reward"
 
 # Sample.metadata key holding what verifiers knows about the trace.
 METADATA_KEY = "verifiers"
+
+
+class BranchPolicy(str, Enum):
+    """What a trace with several trainable branches becomes."""
+
+    SIBLINGS = "siblings"  # one sample per trainable branch, sharing the trace's rollout_id
+    REJECT = "reject"  # an error (MultipleBranchesError): one sample per trace
 
 
 class ConversionError(RolloutCallError, ValueError):
@@ -187,7 +199,150 @@ def branch_tokens(trace_id: str, branch: Any) -> BranchTokens:
     )
 
 
+def node_keys(branch: Any) -> list[Hashable]:
+    """One identity per node of ``branch``: equal keys in two branches of a trace mean the
+    same node of its message graph.
+
+    A node that says its ``node_id`` (a worker record) is known by it; a Verifiers node by the
+    object itself (a trace's branches hold the very nodes of its graph). A record from a worker
+    that sends no ids falls back on the path: a node is the same as another when everything
+    from the root up to and including it is.
+    """
+    keys: list[Hashable] = []
+    path: Hashable = None
+    cursor = 0
+    tokens = list(branch.token_ids)
+    for node in branch.nodes:
+        width = len(node.mask)
+        span = tuple(tokens[cursor : cursor + width])
+        path = hash((path, span, tuple(node.mask), tuple(node.logprobs)))
+        cursor += width
+        if hasattr(node, "node_id"):
+            node_id = node.node_id
+            keys.append(("node", node_id) if node_id is not None else ("path", path))
+        else:
+            keys.append(("object", id(node)))
+    return keys
+
+
+def fresh_mask(branch: Any, trained: set[Hashable]) -> list[bool]:
+    """The branch's sampled mask less the nodes in ``trained``; adds the rest to it."""
+    mask: list[bool] = []
+    for node, key in zip(branch.nodes, node_keys(branch), strict=True):
+        seen = key in trained
+        mask.extend(bool(m) and not seen for m in node.mask)
+        if any(node.mask):
+            trained.add(key)
+    return mask
+
+
+@dataclass(frozen=True)
+class TrainableBranch:
+    """A branch to train: its position among the trace's branches and its split tokens
+    (the loss mask already 0 on sampled turns an earlier branch trains)."""
+
+    branch: Any
+    position: int
+    split: BranchTokens
+
+
+def is_trainable(branch: Any) -> bool:
+    """Verifiers marks untrainable branches (>= 0.4: an abandoned compaction attempt); older
+    versions have no such flag and every branch is trainable."""
+    return bool(getattr(branch, "trainable", True))
+
+
+def trainable_branches(trace_id: str, branches: Sequence[Any]) -> list[TrainableBranch]:
+    """The trainable branches in graph order, each sampled token trained once overall.
+
+    A branch whose sampled turns earlier branches already train, and an untrainable branch,
+    are left out (an untrainable branch's turns stay trainable in a later branch holding them).
+    """
+    trained: set[Hashable] = set()
+    chosen: list[TrainableBranch] = []
+    for position, branch in enumerate(branches):
+        if not is_trainable(branch):
+            continue
+        split = branch_tokens(trace_id, branch)
+        mask = fresh_mask(branch, trained)
+        if len(mask) != len(split.tokens):
+            raise TokenMetadataMismatchError(
+                f"trace {trace_id}: branch {position} has {len(split.tokens)} tokens but its "
+                f"nodes' masks cover {len(mask)}. This is a verifiers/renderer bug: report it "
+                "with the trace."
+            )
+        first = next((i for i, m in enumerate(mask) if m), None)
+        if first is None:
+            continue
+        # Turns an earlier branch trains end up before the response: context, never trained.
+        split = replace(
+            split,
+            prompt_length=first,
+            loss_mask=[int(m) for m in mask[first:]],
+            rollout_log_probs=[float(lp) for lp in list(branch.logprobs)[first:]],
+        )
+        chosen.append(TrainableBranch(branch, position, split))
+    return chosen
+
+
 # -- one trace, one group ---------------------------------------------------------------------
+
+
+def trace_to_samples(
+    trace: Any,
+    *,
+    group_index: int,
+    index: int,
+    policy: BranchPolicy = BranchPolicy.REJECT,
+    reward_key: str | None = None,
+    weight_version: int | str | None = None,
+    sample_cls: type | None = None,
+    extra_metadata: Mapping[str, Any] | None = None,
+    is_abort: Callable[[Any], bool] = looks_like_engine_abort,
+    prefix_cache: Callable[[str], Any] | None = None,
+) -> list[Any]:
+    """The samples for ``trace``: empty when it has nothing to train (no model turn was
+    committed, e.g. an overlong first prompt), which the caller should treat as an empty trace.
+
+    ``reject``: one sample, and :class:`MultipleBranchesError` for several branches.
+    ``siblings``: one sample per trainable branch (see :func:`trainable_branches`), all with
+    ``rollout_id = index`` (the rollout's position, so stable across calls and resumes), the
+    trace's one reward, and ``metadata["verifiers"]["branch"]`` saying which of how many.
+    ``weight_version`` is the engine weight version the rollout ran under; ``extra_metadata``
+    is merged into ``Sample.metadata``.
+    """
+    branches = list(trace.branches)
+    if not branches:
+        return []
+    if policy is BranchPolicy.REJECT and len(branches) > 1:
+        raise MultipleBranchesError(trace.id, len(branches))
+    chosen = trainable_branches(trace.id, branches)
+    siblings = policy is BranchPolicy.SIBLINGS
+    made = []
+    for number, trainable in enumerate(chosen):
+        branch_info = (
+            {"branch": {"number": number, "of": len(chosen), "graph_branches": len(branches)}}
+            if siblings
+            else {}
+        )
+        made.append(
+            _branch_sample(
+                trace,
+                trainable.branch,
+                trainable.split,
+                group_index=group_index,
+                index=index,
+                rollout_id=index if siblings else None,
+                reward_key=reward_key,
+                weight_version=weight_version,
+                sample_cls=sample_cls,
+                extra_metadata=extra_metadata,
+                branch_info=branch_info,
+                is_abort=is_abort,
+                prefix_cache=prefix_cache,
+            )
+        )
+    return made
 
 
 def trace_to_sample(
@@ -195,6 +350,7 @@ def trace_to_sample(
     *,
     group_index: int,
     index: int,
+    policy: BranchPolicy = BranchPolicy.REJECT,
     reward_key: str | None = None,
     weight_version: int | str | None = None,
     sample_cls: type | None = None,
@@ -202,19 +358,51 @@ def trace_to_sample(
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
     prefix_cache: Callable[[str], Any] | None = None,
 ) -> Any | None:
-    """The sample for ``trace``, or None when it has no branch (no model turn was committed,
-    e.g. an overlong first prompt), which the caller should treat as an empty trace.
-
-    ``weight_version`` is the engine weight version the rollout ran under (the rollout input's
-    ``weight_version``); ``extra_metadata`` is merged into ``Sample.metadata``.
-    """
-    branches = trace.branches
+    """One sample standing for the whole trace (an evaluation entry), or None when it has no
+    branch. ``reject`` refuses several branches; ``siblings`` takes the last trainable branch
+    (the latest context, where the rollout ended) with every sampled token it holds."""
+    branches = list(trace.branches)
     if not branches:
         return None
-    if len(branches) > 1:
+    if policy is BranchPolicy.REJECT and len(branches) > 1:
         raise MultipleBranchesError(trace.id, len(branches))
-    branch = branches[0]
-    split = branch_tokens(trace.id, branch)
+    candidates = [b for b in branches if is_trainable(b)]
+    if not candidates:
+        return None
+    branch = candidates[-1]
+    return _branch_sample(
+        trace,
+        branch,
+        branch_tokens(trace.id, branch),
+        group_index=group_index,
+        index=index,
+        rollout_id=None,
+        reward_key=reward_key,
+        weight_version=weight_version,
+        sample_cls=sample_cls,
+        extra_metadata=extra_metadata,
+        branch_info={"branch": {"graph_branches": len(branches)}} if len(branches) > 1 else {},
+        is_abort=is_abort,
+        prefix_cache=prefix_cache,
+    )
+
+
+def _branch_sample(
+    trace: Any,
+    branch: Any,
+    split: BranchTokens,
+    *,
+    group_index: int,
+    index: int,
+    rollout_id: int | None,
+    reward_key: str | None,
+    weight_version: int | str | None,
+    sample_cls: type | None,
+    extra_metadata: Mapping[str, Any] | None,
+    branch_info: Mapping[str, Any],
+    is_abort: Callable[[Any], bool],
+    prefix_cache: Callable[[str], Any] | None,
+) -> Any:
     cls = sample_cls if sample_cls is not None else contract().Sample
     data = trace.task.data
 
@@ -226,6 +414,7 @@ def trace_to_sample(
         "metrics": dict(trace.metrics),
         "stop_condition": trace.stop_condition,
         "num_turns": branch.num_turns,
+        **branch_info,
     }
     if trace.error is not None:
         info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
@@ -238,6 +427,7 @@ def trace_to_sample(
         routing_key=trace.id,
         group_index=group_index,
         index=index,
+        rollout_id=rollout_id,
         prompt=serialize_prompt(getattr(data, "prompt", None)),
         tokens=split.tokens,
         response=trace.last_reply,
@@ -269,17 +459,34 @@ def record_prefix_cache(sample: Any, usage: Any) -> None:
 
 @dataclass(frozen=True)
 class ConvertedGroup:
-    """The samples of one task's traces, in rollout order; None where a trace had no branch."""
+    """The samples of one task's traces, per rollout in rollout order; an empty tuple where a
+    trace had nothing to train."""
 
-    per_trace: tuple[Any | None, ...]
+    per_trace: tuple[tuple[Any, ...], ...]
 
     @property
     def samples(self) -> list[Any]:
-        return [s for s in self.per_trace if s is not None]
+        """Every sample, siblings included, in rollout then branch order."""
+        return [s for rollout in self.per_trace for s in rollout]
+
+    @property
+    def representatives(self) -> list[Any]:
+        """One sample per rollout (its last trainable branch): what stands for the rollout
+        where Miles expects one sample per rollout (dynamic filter, per-rollout metrics)."""
+        return [rollout[-1] for rollout in self.per_trace if rollout]
+
+    @property
+    def nested(self) -> list[Any]:
+        """The group as Miles' output holds it: flat while every rollout is one sample, else
+        one list per rollout (Miles requires the siblings of a rollout in a list of their own,
+        at depth 2 of the output, sharing one ``rollout_id``)."""
+        if all(len(rollout) <= 1 for rollout in self.per_trace):
+            return self.samples
+        return [list(rollout) for rollout in self.per_trace if rollout]
 
     @property
     def complete(self) -> bool:
-        return all(s is not None for s in self.per_trace)
+        return all(self.per_trace)
 
     @property
     def drop_reason(self) -> str | None:
@@ -292,6 +499,7 @@ def convert_group(
     *,
     group_index: int,
     first_index: int,
+    policy: BranchPolicy = BranchPolicy.REJECT,
     reward_key: str | None = None,
     weight_version: int | str | None = None,
     sample_cls: type | None = None,
@@ -299,23 +507,27 @@ def convert_group(
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
     prefix_cache: Callable[[str], Any] | None = None,
 ) -> ConvertedGroup:
-    """Convert one task's traces; the i-th trace gets ``index = first_index + i``.
+    """Convert one task's traces; the i-th trace gets ``index = first_index + i`` (and, with
+    ``siblings``, the same ``rollout_id``).
 
     Indices follow rollout order, not completion order, so they are reproducible; a natural
     choice is ``first_index = group_index * n_samples_per_prompt``.
     """
     return ConvertedGroup(
         tuple(
-            trace_to_sample(
-                trace,
-                group_index=group_index,
-                index=first_index + position,
-                reward_key=reward_key,
-                weight_version=weight_version,
-                sample_cls=sample_cls,
-                extra_metadata=extra_metadata,
-                is_abort=is_abort,
-                prefix_cache=prefix_cache,
+            tuple(
+                trace_to_samples(
+                    trace,
+                    group_index=group_index,
+                    index=first_index + position,
+                    policy=policy,
+                    reward_key=reward_key,
+                    weight_version=weight_version,
+                    sample_cls=sample_cls,
+                    extra_metadata=extra_metadata,
+                    is_abort=is_abort,
+                    prefix_cache=prefix_cache,
+                )
             )
             for position, trace in enumerate(traces)
         )

@@ -41,6 +41,7 @@ from miles_verifiers._contract.compat import build_sample
 from miles_verifiers._conversion import (
     METADATA_KEY,
     TOTAL_REWARD_KEY,
+    BranchPolicy,
     ConversionError,
     MultipleBranchesError,
     looks_like_engine_abort,
@@ -77,6 +78,8 @@ class EvalSetup:
     env_id: str
     hooks: MilesHooks
     sample_cls: type
+    # ``siblings``: a multi-branch rollout's entry holds its last trainable branch.
+    branch_policy: BranchPolicy = BranchPolicy.REJECT
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,8 @@ def group_entries(
     weight_version: Any,
     prefix_cache: Callable[[str], Any] | None = None,
 ) -> list[EvalEntry]:
-    """One entry per requested rollout of one task (raises only for multi-branch traces)."""
+    """One entry per requested rollout of one task (raises only for multi-branch traces under
+    the ``reject`` branch policy; under ``siblings`` the entry holds the last trainable branch)."""
     n = setup.n_samples_per_eval_prompt
     episode_error = None if run.ok else describe_error(run.error) if run.error else run.failure
     entries: list[EvalEntry] = []
@@ -184,6 +188,7 @@ def group_entries(
                 trace,
                 group_index=position,
                 index=index,
+                policy=setup.branch_policy,
                 reward_key=None,
                 weight_version=weight_version,
                 sample_cls=setup.sample_cls,

@@ -108,6 +108,8 @@ class RewardModel:
     per_group: Callable[[Any, list[Any]], Awaitable[Any]] | None
     reward_key: str | None
     eval_reward_key: str | None
+    flag: str = "--custom-rm-path"
+    """The flag(s) that configured it, for messages."""
 
     async def apply(self, args: Any, samples: Sequence[Any], *, evaluation: bool) -> None:
         if not samples:
@@ -177,6 +179,9 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
             "add --custom-rm-path (a function scoring a list of samples) or --rm-type, or drop "
             "--group-rm to keep the Verifiers rewards.",
         )
+    flag = "--custom-rm-path" if options.custom_rm_path else "--rm-type"
+    if options.group_rm:
+        flag += " with --group-rm"
     if use_miles:
         rm_hub = importlib.import_module(MILES_RM_HUB)
         per_sample = rm_hub.async_rm
@@ -190,6 +195,7 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
             per_group if options.group_rm else None,
             options.train.reward_key,
             options.eval.reward_key,
+            flag,
         )
     if options.rm_type and options.custom_rm_path is None:
         raise HookError(
@@ -201,10 +207,10 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
     fn = load_hook(options.custom_rm_path, "--custom-rm-path", use_miles=False)
     if options.group_rm:
         return RewardModel(
-            None, _custom_per_group(fn), options.train.reward_key, options.eval.reward_key
+            None, _custom_per_group(fn), options.train.reward_key, options.eval.reward_key, flag
         )
     return RewardModel(
-        _custom_per_sample(fn), None, options.train.reward_key, options.eval.reward_key
+        _custom_per_sample(fn), None, options.train.reward_key, options.eval.reward_key, flag
     )
 
 

@@ -40,7 +40,8 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from miles_verifiers import _construction as construction
-from miles_verifiers._contract.compat import Contract, contract
+from miles_verifiers._contract.compat import Contract, contract, sample_field_names
+from miles_verifiers._conversion import BranchPolicy
 from miles_verifiers._engine_settings import engine_url_from_args, sampling_config_values
 from miles_verifiers._episodes import (
     CallScope,
@@ -110,6 +111,10 @@ class AdapterSettings(BaseSettings):
     episode_worker_python: str | None = None
     """The Python of another virtualenv to run the workers in (Verifiers of its own); setting it
     runs the episodes in workers even with ``episode_workers`` 1."""
+    branch_policy: Literal["siblings", "reject"] | None = None
+    """What a multi-branch trace becomes: ``siblings`` (one sample per trainable branch, one
+    rollout_id) or ``reject`` (an error). Unset: ``siblings`` where Miles' Sample has a
+    ``rollout_id``, else ``reject``."""
 
     @field_validator("episode_worker_python")
     @classmethod
@@ -127,6 +132,19 @@ class AdapterSettings(BaseSettings):
         if self.episode_workers == 1 and self.episode_worker_python is None:
             return None
         return self.episode_worker_python or sys.executable
+
+    def resolved_branch_policy(self, sample_cls: type) -> BranchPolicy:
+        """The branch policy in force with ``sample_cls`` (the Miles Sample in this process)."""
+        can_train_siblings = "rollout_id" in sample_field_names(sample_cls)
+        if self.branch_policy is None:
+            return BranchPolicy.SIBLINGS if can_train_siblings else BranchPolicy.REJECT
+        if self.branch_policy == "siblings" and not can_train_siblings:
+            raise SettingsError(
+                f"{ENV_PREFIX}BRANCH_POLICY is 'siblings', but this Miles' Sample has no "
+                "rollout_id field, so it cannot train the branches of one rollout as one. "
+                f"Fix: upgrade Miles, or set {ENV_PREFIX}BRANCH_POLICY=reject (or leave it unset)."
+            )
+        return BranchPolicy(self.branch_policy)
 
     @classmethod
     def from_environ(cls) -> AdapterSettings:
@@ -196,6 +214,14 @@ def _in_process_episodes(made: Mapping[str, Any]) -> _InProcessEpisodes:
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     chosen = contract()
+    branch_policy = settings.resolved_branch_policy(chosen.Sample)
+    logger.info(
+        "multi-branch traces: %s (%s)",
+        branch_policy.value,
+        "every trainable branch is a sample sharing its rollout's rollout_id"
+        if branch_policy is BranchPolicy.SIBLINGS
+        else "a trace with several branches is an error",
+    )
     given = construction.inputs(
         args,
         use_miles=chosen.source == "miles",
@@ -238,6 +264,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         hooks=hooks,
         sample_cls=chosen.Sample,
         call_dynamic_filter=chosen.call_dynamic_filter,
+        branch_policy=branch_policy,
     )
     evaluation = EvalSetup(
         tasks=tasks,
@@ -248,6 +275,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         env_id=description.env_id,
         hooks=hooks,
         sample_cls=chosen.Sample,
+        branch_policy=branch_policy,
     )
     return _Run(
         options,

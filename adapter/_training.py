@@ -10,7 +10,9 @@ runs them against real episodes:
 * the rollout is settled as soon as its first ``--rollout-batch-size`` kept groups in task order
   are known; everything later is cancelled and carried over to the next rollout;
 * sample ``group_index`` is the task's stream offset and ``index`` is
-  ``offset * n_samples_per_prompt + k``, so the output is byte-identical whatever the timing.
+  ``offset * n_samples_per_prompt + k``, so the output is byte-identical whatever the timing;
+  with the ``siblings`` branch policy ``rollout_id`` is that same number on every sample of the
+  rollout, and a group with several samples for one rollout holds one list per rollout.
 
 :class:`TaskStream` keeps the cursor across calls and persists it under ``--save``, so a run
 resumed at rollout ``k`` continues exactly where the uninterrupted run would.
@@ -27,14 +29,16 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from miles_verifiers._conversion import (
+    BranchPolicy,
     ConversionError,
+    ConvertedGroup,
     MultipleBranchesError,
     convert_group,
     looks_like_contract_breach,
     looks_like_engine_abort,
 )
 from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error
-from miles_verifiers._errors import SetupError, is_unsupported_request
+from miles_verifiers._errors import RolloutCallError, SetupError, is_unsupported_request
 from miles_verifiers._hooks import MilesHooks
 from miles_verifiers._metrics import (
     DROP_ABORTED,
@@ -84,6 +88,10 @@ class RolloutSetupError(SetupError, RuntimeError):
 
 class UnsupportedRequestRunError(RolloutSetupError):
     """An episode made a model request the Miles token path cannot serve; every episode would."""
+
+
+class SiblingRewardError(RolloutCallError, ValueError):
+    """A Miles reward model gave the branches of one rollout different rewards."""
 
 
 class ReplacementBudgetError(DispatchBudgetError):
@@ -148,13 +156,23 @@ class Judged:
     offset: int
     outcome: Outcome
     reason: str | None
-    samples: tuple[Any, ...]
+    group: ConvertedGroup | None
     traces: tuple[Any, ...]
     example_error: str | None = None
 
     @property
     def converted(self) -> bool:
-        return bool(self.samples)
+        return self.group is not None and bool(self.group.samples)
+
+    @property
+    def samples(self) -> list[Any]:
+        """Every sample of the group, siblings included."""
+        return self.group.samples if self.group is not None else []
+
+    @property
+    def output(self) -> list[Any]:
+        """The group as the training output holds it (see :attr:`ConvertedGroup.nested`)."""
+        return self.group.nested if self.group is not None else []
 
 
 @dataclass(frozen=True)
@@ -172,6 +190,7 @@ class TrainSetup:
     hooks: MilesHooks
     sample_cls: type
     call_dynamic_filter: Callable[..., Any]
+    branch_policy: BranchPolicy = BranchPolicy.REJECT
 
 
 def _drop(
@@ -179,9 +198,23 @@ def _drop(
     reason: str,
     run: GroupRun,
     example: str | None = None,
-    samples: tuple[Any, ...] = (),
 ) -> Judged:
-    return Judged(offset, Outcome.DROPPED, reason, samples, run.traces, example)
+    return Judged(offset, Outcome.DROPPED, reason, None, run.traces, example)
+
+
+def check_sibling_rewards(group: ConvertedGroup, flag: str) -> None:
+    """Miles gives a rollout one reward; siblings scored apart cannot be trained."""
+    for rollout in group.per_trace:
+        rewards = [s.reward for s in rollout]
+        if any(r != rewards[0] for r in rewards[1:]):
+            raise SiblingRewardError(
+                f"the Miles reward model ({flag}) scored the {len(rollout)} branches of rollout "
+                f"index {rollout[0].index} differently ({rewards!r}), but Miles trains a rollout's "
+                "branches with one shared reward. Fix: make the reward model score by the "
+                "rollout (e.g. the sample's metadata['verifiers']['trace_id']) rather than the "
+                "branch, or set MILES_VERIFIERS_BRANCH_POLICY=reject to train single-branch "
+                "traces only."
+            )
 
 
 async def judge_group(
@@ -193,7 +226,10 @@ async def judge_group(
     prefix_cache: Callable[[str], Any] | None = None,
 ) -> Judged:
     """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
-    :class:`MultipleBranchesError`) for problems every group would have."""
+    :class:`MultipleBranchesError`) for problems every group would have.
+
+    The Miles reward model scores every sample (siblings must get one reward); the dynamic
+    filter sees one sample per rollout, as with Miles' own rollout."""
     if not run.ok:
         reason = (
             run.failure
@@ -221,6 +257,7 @@ async def judge_group(
             run.traces,
             group_index=offset,
             first_index=offset * setup.n_samples_per_prompt,
+            policy=setup.branch_policy,
             reward_key=conversion_key,
             weight_version=weight_version,
             sample_cls=setup.sample_cls,
@@ -233,21 +270,23 @@ async def judge_group(
             f"a finished group cannot become training samples: {error}"
         ) from error
     if not converted.complete:
-        empty = [t for t, s in zip(run.traces, converted.per_trace, strict=True) if s is None]
+        empty = [t for t, s in zip(run.traces, converted.per_trace, strict=True) if not s]
         example = (
             f"{len(empty)} of {len(run.traces)} rollouts committed no model turn "
             f"(stop condition: {empty[0].stop_condition})"
         )
         return _drop(offset, DROP_EMPTY_TRACE, run, example)
-    samples = tuple(converted.samples)
     if setup.hooks.reward_model is not None:
-        await setup.hooks.reward_model.apply(args, samples, evaluation=False)
-    verdict = setup.call_dynamic_filter(setup.hooks.dynamic_filter, args, list(samples))
+        await setup.hooks.reward_model.apply(args, converted.samples, evaluation=False)
+        check_sibling_rewards(converted, setup.hooks.reward_model.flag)
+    verdict = setup.call_dynamic_filter(
+        setup.hooks.dynamic_filter, args, converted.representatives
+    )
     if not verdict.keep:
         return Judged(
-            offset, Outcome.DROPPED, verdict.reason or "dynamic_filter", samples, run.traces
+            offset, Outcome.DROPPED, verdict.reason or "dynamic_filter", converted, run.traces
         )
-    return Judged(offset, Outcome.KEPT, None, samples, run.traces)
+    return Judged(offset, Outcome.KEPT, None, converted, run.traces)
 
 
 # -- one training call -------------------------------------------------------------------------------
@@ -366,21 +405,22 @@ async def train_rollout(
     await scope.wind_down()
 
     accepted = [dispatcher.judged[o] for o in settlement.accepted]
-    groups = [list(j.samples) for j in accepted]
+    # The hooks get each group's samples as one list (siblings included): the same objects
+    # the output nests per rollout, so what they change is what Miles trains.
+    flat_groups = [j.samples for j in accepted]
     consumed = sorted((*settlement.accepted, *settlement.dropped))
-    all_groups = [
-        list(dispatcher.judged[o].samples) for o in consumed if dispatcher.judged[o].converted
-    ]
+    all_groups = [dispatcher.judged[o].samples for o in consumed if dispatcher.judged[o].converted]
 
-    setup.hooks.filter_samples(args, groups)
+    setup.hooks.filter_samples(args, flat_groups)
     setup.hooks.process_all_samples(args, all_groups, data_source)
     if setup.hooks.prefill_recompute is not None:
         await setup.hooks.recompute_logprobs(
             args,
-            [s for g in groups for s in g],
+            [s for g in flat_groups for s in g],
             url=prefill_url(),
             sampling_params=prefill_sampling,
         )
+    groups = [j.output for j in accepted]
 
     consumed_drops: Counter[str] = Counter(
         reason for o in settlement.dropped if (reason := dispatcher.judged[o].reason)
@@ -389,7 +429,7 @@ async def train_rollout(
     metrics = merge(
         trace_metrics([summarize_trace(t) for t in traces], TRAIN_PREFIX),
         sample_metrics(
-            [s for g in groups for s in g],
+            [s for g in flat_groups for s in g],
             SimpleNamespace(reward_key=setup.reward_key),
             TRAIN_PREFIX,
         ),

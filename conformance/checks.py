@@ -38,13 +38,21 @@ def check_train_shape(output: Any, args: Namespace, contract: Any) -> list[list[
     assert len(groups) == args.rollout_batch_size, (
         f"expected {args.rollout_batch_size} groups (--rollout-batch-size), got {len(groups)}"
     )
-    flat_groups = [flatten(g) if isinstance(g, list) else [g] for g in groups]
-    for position, flat in enumerate(flat_groups):
-        assert len(flat) == args.n_samples_per_prompt, (
-            f"group {position} holds {len(flat)} samples, expected {args.n_samples_per_prompt} "
+    for position, group in enumerate(groups):
+        count = len(rollouts_of(group))
+        assert count == args.n_samples_per_prompt, (
+            f"group {position} holds {count} rollouts, expected {args.n_samples_per_prompt} "
             "(--n-samples-per-prompt)"
         )
-    return flat_groups
+    return [flatten(g) if isinstance(g, list) else [g] for g in groups]
+
+
+def rollouts_of(group: Any) -> list[list[Any]]:
+    """A group's rollouts: a sample is one rollout, a list of samples is one rollout's
+    siblings (the shape Miles' compact-rollout check reads at depth 2)."""
+    if not isinstance(group, list):
+        return [[group]]
+    return [flatten(item) if isinstance(item, list) else [item] for item in group]
 
 
 def check_train_samples(groups: Sequence[Sequence[Any]]) -> None:

@@ -57,7 +57,8 @@ CLAUSES: Final = MappingProxyType(
         "naming --n-samples-per-prompt.",
         # Train output.
         "TRN-1": "A train call returns exactly --rollout-batch-size groups of "
-        "--n-samples-per-prompt samples, each passing Sample.validate().",
+        "--n-samples-per-prompt rollouts (a sample, or a list of one rollout's branch "
+        "siblings), each sample passing Sample.validate().",
         "TRN-2": "Every train sample is COMPLETED or TRUNCATED, with tokens = prompt + response and "
         "loss mask and rollout logprobs of response length.",
         "TRN-3": "Two runs with the same seeds and engine give identical samples, whatever the "
@@ -77,12 +78,23 @@ CLAUSES: Final = MappingProxyType(
         "GRP-4": "Flattening the output as Miles does keeps group boundaries, so Miles' "
         "group-relative advantages equal the per-task computation.",
         # Graph branches.
-        "BR-1": "A trace with two or more graph branches is rejected with an error carrying "
-        "the exact branch count (a branch_count attribute on the error or its cause), "
-        "wherever the trace falls in the batch.",
+        "BR-1": "Under the reject branch policy (MILES_VERIFIERS_BRANCH_POLICY=reject), a trace "
+        "with two or more graph branches is rejected with an error carrying the exact branch "
+        "count (a branch_count attribute on the error or its cause), wherever the trace falls "
+        "in the batch.",
         "BR-2": "A trace with zero graph branches drops its group, which is replaced.",
         "BR-3": "A one-branch trace converts with tokens, loss mask and logprobs aligned, the "
         "response starting at the first sampled token.",
+        "BR-4": "Under the siblings branch policy (the default with a Miles whose Sample has "
+        "rollout_id), a multi-branch trace becomes one sample per trainable branch, nested as "
+        "one list per rollout in its task's group, the siblings sharing a non-None rollout_id "
+        "and one reward.",
+        "BR-5": "No sampled token is trained twice: a sampled turn several branches of a "
+        "rollout hold has loss mask 1 in one sibling only.",
+        "BR-6": "Each sibling's tokens, loss mask and logprobs are exact against the engine's "
+        "log: every trained run is an engine reply to exactly the tokens before it.",
+        "BR-7": "Siblings are not extra rollouts: each group holds --n-samples-per-prompt "
+        "distinct rollout_ids, unique within the call.",
         # Transport, observed on the engine side.
         "TRP-1": "Every /generate payload carries only sampling keys SGLang's SamplingParams "
         "accepts.",

@@ -27,6 +27,9 @@ class _Record(BaseModel):
 class NodeRecord(_Record):
     mask: list[bool]
     logprobs: list[float]
+    # The node's place in the trace's message graph: branches sharing a node share its id, so
+    # a sampled turn several branches hold is trained once. None from a worker without ids.
+    node_id: int | None = None
 
 
 class BranchRecord(_Record):
@@ -36,6 +39,8 @@ class BranchRecord(_Record):
     logprobs: list[float]
     num_turns: int
     nodes: list[NodeRecord]
+    # Verifiers >= 0.4 marks branches not to train; older versions train every branch.
+    trainable: bool = True
 
 
 class TaskRecord(_Record):
@@ -83,17 +88,27 @@ class TraceRecord(_Record):
 # -- trace -> record (worker side) ----------------------------------------------------------------
 
 
-def _branch_record(branch: Any) -> BranchRecord:
+def _branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
     return BranchRecord(
         index=branch.index,
         token_ids=list(branch.token_ids),
         logprobs=[float(x) for x in branch.logprobs],
         num_turns=branch.num_turns,
         nodes=[
-            NodeRecord(mask=[bool(m) for m in n.mask], logprobs=[float(x) for x in n.logprobs])
+            NodeRecord(
+                mask=[bool(m) for m in n.mask],
+                logprobs=[float(x) for x in n.logprobs],
+                node_id=node_ids.get(id(n)),
+            )
             for n in branch.nodes
         ],
+        trainable=bool(getattr(branch, "trainable", True)),
     )
+
+
+def _node_ids(trace: Any) -> dict[int, int]:
+    # A branch holds the very node objects of the trace's graph: their position there is the id.
+    return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
 
 
 def task_record(task: Any) -> TaskRecord:
@@ -112,10 +127,11 @@ def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -
     error = trace.error
     found = recorded_error_class(error) if error is not None else None
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
+    node_ids = _node_ids(trace)
     return TraceRecord(
         id=trace.id,
         task=task_record(trace.task),
-        branches=[_branch_record(b) for b in trace.branches],
+        branches=[_branch_record(b, node_ids) for b in trace.branches],
         rewards={k: float(v) for k, v in trace.rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items()},
         reward=float(trace.reward),
@@ -168,6 +184,7 @@ class RecordedError:
 class NodeView:
     mask: list[bool]
     logprobs: list[float]
+    node_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +197,11 @@ class BranchView:
 
     @property
     def nodes(self) -> list[NodeView]:
-        return [NodeView(n.mask, n.logprobs) for n in self.record.nodes]
+        return [NodeView(n.mask, n.logprobs, n.node_id) for n in self.record.nodes]
+
+    @property
+    def trainable(self) -> bool:
+        return self.record.trainable
 
     @property
     def token_ids(self) -> list[int]:

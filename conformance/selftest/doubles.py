@@ -38,6 +38,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from miles_verifiers_conformance.miles_side import flatten
+
 WRAPPED_ENV = "CONFORMANCE_DOUBLES_WRAP"
 DEFAULT_WRAPPED = "miles_verifiers:VerifiersRolloutFn"
 LEAKED_KEY = "routed_experts_prompt_start"
@@ -84,7 +86,7 @@ class ReversedGroups(_Wrapper):
 class SharedGroupIndex(_Wrapper):
     def break_train(self, output: Any) -> Any:
         for group in output.samples:
-            for sample in group:
+            for sample in flatten(group):  # siblings of a rollout sit in a list of their own
                 sample.group_index = 0
         return output
 

@@ -317,7 +317,7 @@ def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
     group = convert_group(
         [empty, single_turn_trace], group_index=0, first_index=0, reward_key="correct"
     )
-    assert group.per_trace[0] is None and group.per_trace[1].index == 1
+    assert group.per_trace[0] == () and group.per_trace[1][0].index == 1
     assert [s.index for s in group.samples] == [1]
     assert group.drop_reason == "empty_trace"
 

@@ -55,6 +55,31 @@ def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_ali
     assert output.metrics["eval/verifiers/num_traces"] == 6
 
 
+def test_a_multi_branch_rollout_is_one_eval_entry_holding_its_last_branch(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    # Task 0 compacts once (2 branches); task 1 never branches.
+    config = write_config(
+        tmp_path,
+        "mv_compact",
+        taskset={"num_tasks": 2, "steps": 2, "steps_by_task": {"0": 4}},
+        harness={"compact_every": 2},
+    )
+    args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1)
+    fn = build_rollout_fn(args, config)
+
+    samples = evaluate(fn, miles_loop).data["mv-compact"]["samples"]
+
+    assert [s.index for s in samples] == [0, 1, 2, 3]
+    branched = [s.metadata["verifiers"] for s in samples[:2]]
+    assert all(info["branch"] == {"graph_branches": 2} for info in branched)
+    assert all(info["branch_index"] == 1 for info in branched)
+    assert all("branch" not in s.metadata["verifiers"] for s in samples[2:])
+
+
 def test_a_failed_eval_group_keeps_its_episode_error_on_each_sample(
     engine: RecordingEngine,
     miles_loop: MilesLoop,

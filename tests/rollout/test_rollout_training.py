@@ -298,7 +298,7 @@ def test_a_multi_branch_rejection_names_the_fix_and_stops_leftover_episodes(
         tmp_path, "mv_compact", taskset={"num_tasks": 4, "steps": 4}, harness={"compact_every": 2}
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, over_sampling_batch_size=3)
-    fn = build_rollout_fn(args, config)
+    fn = build_rollout_fn(args, config, AdapterSettings(branch_policy="reject"))
 
     with pytest.raises(MultipleBranchesError) as caught:
         train(fn, 0, miles_loop)
@@ -313,6 +313,65 @@ def test_a_multi_branch_rejection_names_the_fix_and_stops_leftover_episodes(
     assert engine.stats().generate_calls == calls_at_return, (
         "cancelled episodes kept calling the engine"
     )
+
+
+def test_multi_branch_rollouts_train_as_siblings_nested_one_list_per_rollout(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    # Task 1 compacts once (2 branches); its neighbours run 2 steps and never branch.
+    config = write_config(
+        tmp_path,
+        "mv_compact",
+        taskset={"num_tasks": 3, "steps": 2, "steps_by_task": {"1": 4}},
+        harness={"compact_every": 2},
+    )
+    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=3)
+    fn = build_rollout_fn(args, config)
+
+    groups = train(fn, 0, miles_loop).samples
+
+    assert [len(group) for group in groups] == [2, 2, 2]  # n rollouts per group
+    flat_group, nested, after = groups
+    assert all(not isinstance(s, list) for s in flat_group + after)
+    for k, rollout in enumerate(nested):
+        assert [s.rollout_id for s in rollout] == [2 + k, 2 + k]
+        assert len({s.reward for s in rollout}) == 1
+        assert [s.metadata["verifiers"]["branch"]["number"] for s in rollout] == [0, 1]
+        assert all(s.group_index == 1 and s.loss_mask[0] == 1 for s in rollout)
+    assert [s.rollout_id for s in flat_group] == [0, 1]
+
+
+def test_a_thinking_user_simulator_dialogue_trains_one_sibling_per_turn(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    from miles_verifiers_testkit.engine import PolicyConfig
+
+    # With thinking on, Qwen3's template drops earlier reasoning from the history, so the
+    # second user turn re-renders the first reply and the trace forks.
+    config = write_config(tmp_path, "mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
+    args = miles_args(
+        rollout_batch_size=1,
+        rollout_max_response_len=128,
+        apply_chat_template_kwargs={"enable_thinking": True},
+    )
+    engine.reset(policy=PolicyConfig(thinking=True))
+    try:
+        fn = build_rollout_fn(args, config)
+        (group,) = train(fn, 0, miles_loop).samples
+    finally:
+        engine.reset()
+
+    assert len(group) == args.n_samples_per_prompt
+    for k, rollout in enumerate(group):
+        assert isinstance(rollout, list) and len(rollout) == 2  # one sibling per user turn
+        assert {s.rollout_id for s in rollout} == {k}
+        assert all(s.loss_mask[0] == 1 for s in rollout)
 
 
 def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
