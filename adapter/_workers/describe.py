@@ -11,7 +11,6 @@ with the workers' interpreter) answers one :class:`DescribeRequest` read from st
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import os
 import platform
 import sys
@@ -26,13 +25,12 @@ REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 
 
 def installed_versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in REPORTED_DISTRIBUTIONS:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return found
+    from miles_verifiers._versions import installed_versions as versions_of
+
+    found = versions_of(REPORTED_DISTRIBUTIONS)
+    return {"python": platform.python_version()} | {
+        name: version for name, version in found.items() if version is not None
+    }
 
 
 def describe_loaded(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import subprocess
-import sys
 from typing import Any
 
 from miles_verifiers._errors import SetupError
@@ -112,10 +111,6 @@ def worker_setup(run: Any) -> WorkerSetup:
             handler_s=cleanup.handler_s,
         ),
     )
-
-
-def worker_python(settings: Any) -> str:
-    return settings.episode_worker_python or sys.executable
 
 
 def build_pool(run: Any) -> WorkerPool:
