@@ -28,7 +28,9 @@ def hang_then_next(
             "-p",
             "no:randomly",  # the order is the point
             "--adapter=miles_verifiers_conformance.selftest.doubles:RetriesARejectedKeyForever",
-            "--call-deadline=2",
+            # Long enough for the first (refused) request to reach the engine on a loaded
+            # machine: the first call loads the tokenizer before it sends anything.
+            "--call-deadline=10",
         ],
         cwd=REPO_ROOT,
         report_base=tmp / "report",
