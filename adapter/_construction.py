@@ -8,10 +8,11 @@ stages, and returns the problems it found plus products of its own. The table is
 - :func:`survey`, by ``miles-verifiers check``: every stage whose inputs exist, so that
   independent problems (an option, a hook path, the config file) are all reported at once.
 
-The order: installed versions, Miles options, the tokenizer, the hook flags, the transport
-limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward`` sample counts, and the
-sampling seeds the run will send. Verifiers is imported lazily by the config stages, so a wrong
-verifiers version is reported by the first stage instead of surfacing as an import error.
+The order: installed versions, Miles options (one validated model, the engine's limits and
+the tokenizer included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file,
+the taskset, ``@group_reward`` sample counts, and the sampling seeds the run will send.
+Verifiers is imported lazily by the config stages, so a wrong verifiers version is reported by
+the first stage instead of surfacing as an import error.
 
 What needs the taskset loaded comes from the episode side's :class:`Description`: in-process
 the taskset is loaded here and described; when the episodes run in workers (``episode_python``
@@ -26,8 +27,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import ValidationError
 
 from miles_verifiers._config import (
     ConfigError,
@@ -44,16 +43,14 @@ from miles_verifiers._engine_settings import (
 )
 from miles_verifiers._errors import SetupError
 from miles_verifiers._hooks import HookError, load_hooks
-from miles_verifiers._limit_problems import transport_limit_problems
 from miles_verifiers._options import (
+    FLAGS,
     MAX_SAMPLING_SEED,
     InvalidOptionsError,
     MilesOptions,
     OptionProblem,
-    OptionsError,
-    UnsupportedOptionsError,
-    build_options,
-    find_option_problems,
+    options_error,
+    read_options,
 )
 from miles_verifiers._scheduling import default_dispatch_budget
 from miles_verifiers._transport.routers import RouterKind
@@ -109,41 +106,16 @@ def _versions(given: Products) -> StageResult:
     return StageResult({"versions": versions})
 
 
-def _options_error(problems: Sequence[OptionProblem]) -> OptionsError:
-    if any(p.kind == "unsupported" for p in problems):
-        return UnsupportedOptionsError(problems)
-    return InvalidOptionsError(problems)
-
-
 def _options(given: Products) -> StageResult:
-    args = given["args"]
-    problems = find_option_problems(args)
-    try:
-        # The typed view, even of invalid options: later stages that read only well-formed
-        # parts of it (the hook paths) can still report their own problems.
-        view: MilesOptions | None = build_options(args)
-    except (TypeError, ValueError):
-        view = None
+    # Even invalid options leave a view (offending options at Miles' defaults): later stages
+    # that read only well-formed parts of it (the hook paths) still report their own problems.
+    view, problems = read_options(given["args"])
     products = {} if view is None else {"options_view": view}
-    if problems:
-        return StageResult(
-            products, tuple(p.describe() for p in problems), _options_error(problems)
-        )
-    return StageResult({**products, "options": view})
-
-
-def _model(given: Products) -> StageResult:
-    options: MilesOptions = given["options_view"]
-    if not options.tokenizer_source:
-        problem = OptionProblem(
-            "--hf-checkpoint",
-            "invalid",
-            "is not set (nor --sglang-tokenizer-path), so there is no tokenizer to render "
-            "prompts with.",
-            "pass --hf-checkpoint (the policy checkpoint), or --sglang-tokenizer-path.",
-        )
-        return _failed(InvalidOptionsError([problem]), [problem.describe()])
-    return StageResult({"model": options.hf_checkpoint or options.tokenizer_source})
+    if problems or view is None:
+        return StageResult(products, tuple(p.describe() for p in problems), options_error(problems))
+    return StageResult(
+        {**products, "options": view, "model": view.hf_checkpoint or view.tokenizer_source}
+    )
 
 
 def _hooks(given: Products) -> StageResult:
@@ -168,23 +140,12 @@ def _hooks(given: Products) -> StageResult:
 
 
 def _transport(given: Products) -> StageResult:
+    # The options stage validated every value these settings take from Miles' flags.
     options: MilesOptions = given["options"]
-    templates: dict[str, Any] = {}
-    problems: list[OptionProblem] = []
-    for mode in ("train", "eval"):
-        try:
-            templates[mode] = build_transport_settings(options, mode, given["args"], given["model"])
-        except ValidationError as error:
-            sampling = options.train if mode == "train" else options.eval
-            # The stop flags serve both modes: report their problem once.
-            seen = {(p.flag, p.fix) for p in problems}
-            problems += [
-                p
-                for p in transport_limit_problems(error.errors(), mode, sampling)
-                if (p.flag, p.fix) not in seen
-            ]
-    if problems:
-        return _failed(InvalidOptionsError(problems), [p.describe() for p in problems])
+    templates = {
+        mode: build_transport_settings(options, mode, given["args"], given["model"])
+        for mode in ("train", "eval")
+    }
     return StageResult({"transport": templates, "warnings": router_warnings(options)})
 
 
@@ -218,7 +179,7 @@ def _renderer_spec(given: Products) -> Any:
 
     options: MilesOptions = given["options_view"]
     if not options.tokenizer_source:
-        return None  # the model stage reports it; the taskset is described without a renderer
+        return None  # the options stage reports it; the taskset is described without a renderer
     return RendererSpecModel(
         tokenizer_source=options.tokenizer_source,
         identity=None,
@@ -310,12 +271,12 @@ def _seeds(given: Products) -> StageResult:
         return StageResult()
     headroom = max(value - options.rollout_seed for value in over.values())
     problem = OptionProblem(
-        "--rollout-seed",
+        FLAGS["rollout_seed"],
         "invalid",
         f"is {options.rollout_seed}; the per-rollout sampling seeds derived from it reach "
         + ", ".join(f"{value} in {mode}" for mode, value in over.items())
         + f", beyond {MAX_SAMPLING_SEED}, the largest seed the SGLang router accepts.",
-        f"pass --rollout-seed at most {MAX_SAMPLING_SEED - headroom}.",
+        f"pass {FLAGS['rollout_seed']} at most {MAX_SAMPLING_SEED - headroom}.",
     )
     return _failed(InvalidOptionsError([problem]), [problem.describe()])
 
@@ -323,9 +284,8 @@ def _seeds(given: Products) -> StageResult:
 STAGES: tuple[Stage, ...] = (
     Stage("versions", ("version_of", "episode_python"), _versions, halts=True),
     Stage("options", ("args",), _options),
-    Stage("model", ("options_view",), _model),
     Stage("hooks", ("options_view", "use_miles"), _hooks),
-    Stage("transport", ("options", "args", "model"), _transport),
+    Stage("transport", ("options", "args"), _transport),
     Stage("config", ("environ", "episode_python"), _config),
     Stage("taskset", ("config", "renderer_pool_size"), _taskset),
     Stage("group reward", ("description", "options"), _group_reward),

@@ -53,20 +53,18 @@ def engine_url_from_args(args: Any) -> str:
 
 
 def build_transport_settings(options: Any, mode: str, args: Any, model_name: str) -> Any:
-    """Validated :class:`TransportSettings` for ``mode`` ("train" or "eval") of a Miles run.
+    """:class:`TransportSettings` for ``mode`` ("train" or "eval") from validated options.
 
+    The options already hold only limits the engine accepts, so nothing is checked again here.
     The engine address is a callable over the live ``args``; the rid prefix is left unset here
-    and chosen per rollout call. Raises ``pydantic.ValidationError`` for inconsistent limits.
+    and chosen per rollout call.
     """
     from miles_verifiers._transport import RoutingPolicy, TransportSettings
     from miles_verifiers._transport.routers import RouterKind
 
     sampling = options.train if mode == "train" else options.eval
-    policy = options.sglang_router_policy
     routing = (
-        RoutingPolicy(policy)
-        if policy in (RoutingPolicy.CONSISTENT_HASHING.value, RoutingPolicy.MANUAL.value)
-        else RoutingPolicy.NONE
+        RoutingPolicy(options.sglang_router_policy) if options.routes_by_key else RoutingPolicy.NONE
     )
     router = RouterKind.for_miles(options.use_miles_router)
     # With --lora-train-only the engines serve the base model only (no adapter is loaded).

@@ -1,23 +1,30 @@
-"""Miles command-line options: which ones the Verifiers rollout function refuses, and a typed
-view of the ones it reads.
+"""Miles command-line options: one validated model of everything the Verifiers rollout function
+reads from Miles' ``args``.
 
-Everything here is pure over an ``argparse.Namespace``-like object (anything with
-attributes). An attribute the object lacks takes Miles' own default, so a hand-built
-namespace behaves like a parsed Miles command line. Later code reads :class:`MilesOptions`
-rather than ``args.*`` directly; only runtime fields that Miles fills in after construction
-(router address, worker list) are left to be read live from ``args``.
+:class:`MilesOptions` is built once, at construction, from an ``argparse.Namespace``-like object
+(anything with attributes; an attribute it lacks takes Miles' own default, so a hand-built
+namespace behaves like a parsed Miles command line). Each field comes from one Miles flag,
+listed in :data:`FLAGS`, and every rejection names that flag and its fix; all of them are
+reported at once. Later code, the transport settings included, reads the validated values and
+checks none of them again. Only runtime fields that Miles fills in after construction (router
+address, worker list) are read live from ``args``.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
 from miles_verifiers._errors import SetupError
+from miles_verifiers._transport.settings import MAX_STOP_STRINGS
 
 # Router policies under which requests must carry a routing key (one trajectory, one engine).
 KEYED_ROUTER_POLICIES = frozenset({"consistent_hashing", "manual"})
@@ -64,296 +71,99 @@ class InvalidOptionsError(OptionsError):
     """Options are missing or inconsistent (no unsupported feature requested)."""
 
 
-# -- reading a namespace with Miles' defaults -----------------------------------------------
+def options_error(problems: Sequence[OptionProblem]) -> OptionsError:
+    """The error for ``problems``: unsupported when any of them asks for an unsupported feature."""
+    if any(p.kind == "unsupported" for p in problems):
+        return UnsupportedOptionsError(problems)
+    return InvalidOptionsError(problems)
 
-_MILES_DEFAULTS: dict[str, Any] = {
-    "rollout_global_dataset": True,
-    "partial_rollout": False,
-    "multimodal_keys": None,
-    "chat_template_path": None,
-    "use_opd": False,
-    "use_rollout_routing_replay": False,
-    "use_rollout_indexer_replay": False,
-    "multi_lora": False,
-    "hf_checkpoint": None,
-    "sglang_tokenizer_path": None,
-    "rollout_batch_size": None,
-    "n_samples_per_prompt": 1,
-    "n_samples_per_eval_prompt": 1,
-    "over_sampling_batch_size": None,
-    "rollout_shuffle": False,
-    "rollout_seed": 42,
-    "rollout_temperature": 1.0,
-    "rollout_top_p": 1.0,
-    "rollout_top_k": -1,
-    "rollout_max_response_len": None,
-    "rollout_max_context_len": None,
-    "rollout_max_prompt_len": None,
-    "rollout_min_new_tokens": None,
-    "rollout_stop": None,
-    "rollout_stop_token_ids": None,
-    "rollout_skip_special_tokens": False,
-    "apply_chat_template_kwargs": {},
-    "eval_temperature": None,
-    "eval_top_p": None,
-    "eval_top_k": None,
-    "eval_max_response_len": None,
-    "eval_max_context_len": None,
-    "eval_max_prompt_len": None,
-    "eval_min_new_tokens": None,
-    "dynamic_sampling_filter_path": None,
-    "rollout_sample_filter_path": None,
-    "rollout_all_samples_process_path": None,
-    "group_rm": False,
-    "custom_rm_path": None,
-    "rm_type": None,
-    "reward_key": None,
-    "eval_reward_key": None,
-    "rollout_num_gpus": None,
-    "rollout_num_gpus_per_engine": 1,
-    "sglang_server_concurrency": 512,
-    "use_miles_router": False,
-    "sglang_router_policy": None,
-    "sglang_enable_deterministic_inference": False,
-    "recompute_logprobs_via_prefill": False,
-    "num_rollout": None,
-    "eval_interval": None,
-    "lora_rank": 0,
-    "lora_adapter_path": None,
-    "lora_train_only": False,
-    "save": None,
-    "save_interval": None,
-    "load": None,
+
+# -- the field-to-flag map ---------------------------------------------------------------------
+
+# Every field of MilesOptions -> the Miles flag that sets it; every rejection names its flag
+# from here. The field is read from the Miles attribute of its own name, or the one in
+# _ATTRIBUTES.
+FLAGS: Mapping[str, str] = MappingProxyType(
+    {
+        "rollout_global_dataset": "--disable-rollout-global-dataset",  # a store_false flag
+        "partial_rollout": "--partial-rollout",
+        "multimodal_keys": "--multimodal-keys",
+        "chat_template_path": "--chat-template-path",
+        "use_opd": "--use-opd",
+        "use_rollout_routing_replay": "--use-rollout-routing-replay",
+        "use_rollout_indexer_replay": "--use-rollout-indexer-replay",
+        "multi_lora": "--multi-lora",
+        "rollout_max_response_len": "--rollout-max-response-len",
+        "rollout_batch_size": "--rollout-batch-size",
+        "n_samples_per_prompt": "--n-samples-per-prompt",
+        "n_samples_per_eval_prompt": "--n-samples-per-eval-prompt",
+        "sglang_server_concurrency": "--sglang-server-concurrency",
+        "over_sampling_batch_size": "--over-sampling-batch-size",
+        "save_interval": "--save-interval",
+        "rollout_num_gpus_per_engine": "--rollout-num-gpus-per-engine",
+        "rollout_num_gpus": "--rollout-num-gpus",
+        "apply_chat_template_kwargs": "--apply-chat-template-kwargs",
+        "rollout_temperature": "--rollout-temperature",
+        "rollout_top_p": "--rollout-top-p",
+        "rollout_top_k": "--rollout-top-k",
+        "eval_temperature": "--eval-temperature",
+        "eval_top_p": "--eval-top-p",
+        "eval_top_k": "--eval-top-k",
+        "eval_max_response_len": "--eval-max-response-len",
+        # Miles has no flag for the training minimum; only a hand-set attribute can carry one.
+        "rollout_min_new_tokens": "args.rollout_min_new_tokens",
+        "eval_min_new_tokens": "--eval-min-new-tokens",
+        "deterministic_inference": "--sglang-enable-deterministic-inference",
+        "rollout_seed": "--rollout-seed",
+        "rollout_max_context_len": "--rollout-max-context-len",
+        "eval_max_context_len": "--eval-max-context-len",
+        "rollout_max_prompt_len": "--rollout-max-prompt-len",
+        "eval_max_prompt_len": "--eval-max-prompt-len",
+        "rollout_stop": "--rollout-stop",
+        "rollout_stop_token_ids": "--rollout-stop-token-ids",
+        "rollout_skip_special_tokens": "--rollout-skip-special-tokens",
+        "sglang_tokenizer_path": "--sglang-tokenizer-path",
+        "hf_checkpoint": "--hf-checkpoint",
+        "rollout_shuffle": "--rollout-shuffle",
+        "reward_key": "--reward-key",
+        "eval_reward_key": "--eval-reward-key",
+        "dynamic_sampling_filter_path": "--dynamic-sampling-filter-path",
+        "rollout_sample_filter_path": "--rollout-sample-filter-path",
+        "rollout_all_samples_process_path": "--rollout-all-samples-process-path",
+        "group_rm": "--group-rm",
+        "custom_rm_path": "--custom-rm-path",
+        "rm_type": "--rm-type",
+        "use_miles_router": "--use-miles-router",
+        "sglang_router_policy": "--sglang-router-policy",
+        "recompute_logprobs_via_prefill": "--recompute-logprobs-via-prefill",
+        "num_rollout": "--num-rollout",
+        "eval_interval": "--eval-interval",
+        "lora_rank": "--lora-rank",
+        "lora_adapter_path": "--lora-adapter-path",
+        "lora_train_only": "--lora-train-only",
+        "save_dir": "--save",
+        "load_dir": "--load",
+    }
+)
+_ATTRIBUTES = {
+    "deterministic_inference": "sglang_enable_deterministic_inference",
+    "save_dir": "save",
+    "load_dir": "load",
 }
 
 
-def miles_defaults() -> dict[str, Any]:
-    """Miles' default for every attribute this module reads (a fresh copy, safe to mutate)."""
-    return copy.deepcopy(_MILES_DEFAULTS)
-
-
-def _get(args: Any, name: str) -> Any:
-    return getattr(args, name, _MILES_DEFAULTS[name])
-
-
-# -- rejected and required options ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Rejection:
-    attribute: str
-    flag: str
-    # "set": rejected when truthy; "given": rejected when not None; "unset": rejected when truthy
-    # because the flag that turns it off is missing (store_false flags).
-    when: Literal["set", "given", "unset"]
-    problem: str
-    fix: str
-
-    def applies(self, args: Any) -> bool:
-        value = _get(args, self.attribute)
-        return value is not None if self.when == "given" else bool(value)
-
-
-# In the order Miles' help lists them, so errors read the same way every time.
-_REJECTIONS: tuple[_Rejection, ...] = (
-    _Rejection(
-        "rollout_global_dataset",
-        "--disable-rollout-global-dataset",
-        "unset",
-        "is missing, so Miles would load its own prompt dataset; the tasks come from the "
-        "Verifiers taskset of the environment config instead.",
-        "pass --disable-rollout-global-dataset.",
-    ),
-    _Rejection(
-        "partial_rollout",
-        "--partial-rollout",
-        "set",
-        "is set, but a Verifiers episode runs tools, user simulators and sandboxes whose "
-        "state cannot be parked mid-episode and resumed in a later rollout.",
-        "remove --partial-rollout; unfinished groups are re-run from the start instead.",
-    ),
-    _Rejection(
-        "multimodal_keys",
-        "--multimodal-keys",
-        "given",
-        "is set, but the Verifiers transport carries text-only renderer input; images and "
-        "other media are not sent to SGLang.",
-        "remove --multimodal-keys.",
-    ),
-    _Rejection(
-        "chat_template_path",
-        "--chat-template-path",
-        "given",
-        "is set, but prompts are rendered by the renderers package from the checkpoint's own "
-        "template, which cannot load a custom Jinja file (a non-default --tito-model also "
-        "sets this path).",
-        "remove --chat-template-path and pass template switches with "
-        "--apply-chat-template-kwargs, e.g. '{\"enable_thinking\": false}'.",
-    ),
-    _Rejection(
-        "use_opd",
-        "--use-opd",
-        "set",
-        "is set, but on-policy distillation needs teacher log-probs per token, which the "
-        "Verifiers transport does not request.",
-        "remove --use-opd.",
-    ),
-    _Rejection(
-        "use_rollout_routing_replay",
-        "--use-rollout-routing-replay",
-        "set",
-        "is set, but the Verifiers transport does not ask SGLang for routed experts, so there "
-        "is nothing to replay.",
-        "remove --use-rollout-routing-replay.",
-    ),
-    _Rejection(
-        "use_rollout_indexer_replay",
-        "--use-rollout-indexer-replay",
-        "set",
-        "is set, but the Verifiers transport does not ask SGLang for indexer top-k, so there "
-        "is nothing to replay.",
-        "remove --use-rollout-indexer-replay.",
-    ),
-    _Rejection(
-        "multi_lora",
-        "--multi-lora",
-        "set",
-        "is set, but the Verifiers transport sends every request to a single LoRA adapter and "
-        "does not record which slot produced a sample.",
-        "remove --multi-lora (a single LoRA via --lora-rank works).",
-    ),
-)
-
-
-def _unsupported(args: Any) -> list[OptionProblem]:
-    return [
-        OptionProblem(r.flag, "unsupported", r.problem, r.fix)
-        for r in _REJECTIONS
-        if r.applies(args)
-    ]
-
-
-def _positive(args: Any, attribute: str, flag: str, fix: str) -> list[OptionProblem]:
-    value = _get(args, attribute)
-    if value is None:
-        return [OptionProblem(flag, "invalid", "is not set.", fix)]
-    if not isinstance(value, int) or value < 1:
-        return [
-            OptionProblem(flag, "invalid", f"is {value!r}; it must be a positive integer.", fix)
-        ]
-    return []
-
-
-def _invalid(args: Any) -> list[OptionProblem]:
-    problems: list[OptionProblem] = []
-    problems += _positive(
-        args,
-        "rollout_max_response_len",
-        "--rollout-max-response-len",
-        "pass --rollout-max-response-len N; it caps the tokens sampled per model turn and "
-        "has no default.",
-    )
-    problems += _positive(
-        args,
-        "rollout_batch_size",
-        "--rollout-batch-size",
-        "pass --rollout-batch-size N, the number of task groups per training step.",
-    )
-    problems += _positive(
-        args,
-        "n_samples_per_prompt",
-        "--n-samples-per-prompt",
-        "pass --n-samples-per-prompt N (N >= 1), the rollouts per task.",
-    )
-    problems += _positive(
-        args,
-        "n_samples_per_eval_prompt",
-        "--n-samples-per-eval-prompt",
-        "pass --n-samples-per-eval-prompt N (N >= 1), the rollouts per evaluation task.",
-    )
-    problems += _positive(
-        args,
-        "sglang_server_concurrency",
-        "--sglang-server-concurrency",
-        "pass --sglang-server-concurrency N (N >= 1), the in-flight requests per engine.",
-    )
-    batch = _get(args, "rollout_batch_size")
-    over = _get(args, "over_sampling_batch_size")
-    if over is not None and isinstance(batch, int) and batch >= 1:
-        if not isinstance(over, int) or over < batch:
-            problems.append(
-                OptionProblem(
-                    "--over-sampling-batch-size",
-                    "invalid",
-                    f"is {over!r}, below --rollout-batch-size {batch}.",
-                    "pass --over-sampling-batch-size at least --rollout-batch-size, or leave it "
-                    "unset to use the batch size.",
-                )
-            )
-    if _get(args, "save_interval") is not None:
-        problems += _positive(
-            args,
-            "save_interval",
-            "--save-interval",
-            "pass --save-interval N (N >= 1), the rollouts between checkpoints, or leave it unset.",
-        )
-    problems += _engine_count_problems(args)
-    try:
-        _chat_template_kwargs(_get(args, "apply_chat_template_kwargs"))
-    except ValueError as error:
-        problems.append(
-            OptionProblem(
-                "--apply-chat-template-kwargs",
-                "invalid",
-                f"cannot be read as a JSON object ({error}).",
-                "pass a JSON object, e.g. '{\"enable_thinking\": false}'.",
-            )
-        )
-    return problems
-
-
-def _engine_count_problems(args: Any) -> list[OptionProblem]:
-    gpus = _get(args, "rollout_num_gpus")
-    per_engine = _get(args, "rollout_num_gpus_per_engine")
-    if per_engine is None or not isinstance(per_engine, int) or per_engine < 1:
-        return [
-            OptionProblem(
-                "--rollout-num-gpus-per-engine",
-                "invalid",
-                f"is {per_engine!r}; the number of SGLang engines cannot be computed.",
-                "pass --rollout-num-gpus-per-engine N (N >= 1, the GPUs of one engine).",
-            )
-        ]
-    if gpus is None:
-        return [
-            OptionProblem(
-                "--rollout-num-gpus",
-                "invalid",
-                "is not set, so the number of SGLang engines (and with it the request "
-                "concurrency) cannot be computed.",
-                "pass --rollout-num-gpus N, or --colocate, which derives it from the actor GPUs.",
-            )
-        ]
-    if not isinstance(gpus, int) or gpus < per_engine:
-        return [
-            OptionProblem(
-                "--rollout-num-gpus",
-                "invalid",
-                f"is {gpus!r}, fewer than --rollout-num-gpus-per-engine {per_engine}, which "
-                "leaves zero SGLang engines.",
-                "pass --rollout-num-gpus at least --rollout-num-gpus-per-engine.",
-            )
-        ]
-    return []
-
-
-# -- sampling values the engine and the router accept ------------------------------------------
+# -- what the engine and the router accept ------------------------------------------------------
 
 # sglang-router reads sampling_seed as u64 while SGLang itself takes a signed 64-bit int, so a
 # seed both accept lies in [0, 2**63 - 1]. top_k is an i32 and min_new_tokens a u32 there.
 MAX_SAMPLING_SEED = 2**63 - 1
 _MAX_TOP_K = 2**31 - 1
 _MAX_U32 = 2**32 - 1
+
+
+def _problem(problem: str, fix: str, kind: ProblemKind = "invalid") -> PydanticCustomError:
+    # The texts travel in the context: pydantic formats the template, and a fix may quote JSON.
+    return PydanticCustomError(kind, "{problem}", {"problem": problem, "fix": fix})
 
 
 def _is_int(value: Any) -> bool:
@@ -368,141 +178,91 @@ def _real(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _temperature_problem(value: Any, flag: str) -> OptionProblem | None:
-    number = _real(value)
-    if number is not None and number >= 0:
-        return None
-    return OptionProblem(
-        flag,
-        "invalid",
-        f"is {value!r}; SGLang samples only with a finite temperature of 0 or more.",
-        f"pass {flag} T with T >= 0 (0 is greedy, 1.0 samples from the model as it is).",
-    )
+def _as_tuple(value: Any) -> tuple[Any, ...] | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    if isinstance(value, (str, int)):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(value)
+    return ("not a list",)  # refused by the element checks of the caller
 
 
-def _top_p_problem(value: Any, flag: str) -> OptionProblem | None:
-    number = _real(value)
-    if number is not None and 0 < number <= 1:
-        return None
-    return OptionProblem(
-        flag,
-        "invalid",
-        f"is {value!r}; SGLang accepts a nucleus threshold above 0 and at most 1.",
-        f"pass {flag} P with 0 < P <= 1 (1.0 turns nucleus sampling off).",
-    )
+@dataclass(frozen=True)
+class _Rejection:
+    # given: refused when not None; otherwise when truthy (for rollout_global_dataset, whose
+    # store_false flag turns it off, that is when the flag is missing).
+    given: bool
+    problem: str
+    fix: str
 
 
-def _top_k_problem(value: Any, flag: str) -> OptionProblem | None:
-    if _is_int(value) and (value == -1 or 1 <= value <= _MAX_TOP_K):
-        return None
-    return OptionProblem(
-        flag,
-        "invalid",
-        f"is {value!r}; SGLang takes -1 (no top-k) or a positive integer that fits 32 bits.",
-        f"pass {flag} -1 to sample from the whole vocabulary, or {flag} K with K >= 1.",
-    )
+# Features the rollout function does not support, in the order Miles' help lists them.
+_REJECTIONS: Mapping[str, _Rejection] = {
+    "rollout_global_dataset": _Rejection(
+        False,
+        "is missing, so Miles would load its own prompt dataset; the tasks come from the "
+        "Verifiers taskset of the environment config instead.",
+        f"pass {FLAGS['rollout_global_dataset']}.",
+    ),
+    "partial_rollout": _Rejection(
+        False,
+        "is set, but a Verifiers episode runs tools, user simulators and sandboxes whose "
+        "state cannot be parked mid-episode and resumed in a later rollout.",
+        f"remove {FLAGS['partial_rollout']}; unfinished groups are re-run from the start instead.",
+    ),
+    "multimodal_keys": _Rejection(
+        True,
+        "is set, but the Verifiers transport carries text-only renderer input; images and "
+        "other media are not sent to SGLang.",
+        f"remove {FLAGS['multimodal_keys']}.",
+    ),
+    "chat_template_path": _Rejection(
+        True,
+        "is set, but prompts are rendered by the renderers package from the checkpoint's own "
+        "template, which cannot load a custom Jinja file (a non-default --tito-model also "
+        "sets this path).",
+        f"remove {FLAGS['chat_template_path']} and pass template switches with "
+        f"{FLAGS['apply_chat_template_kwargs']}, e.g. '{{\"enable_thinking\": false}}'.",
+    ),
+    "use_opd": _Rejection(
+        False,
+        "is set, but on-policy distillation needs teacher log-probs per token, which the "
+        "Verifiers transport does not request.",
+        f"remove {FLAGS['use_opd']}.",
+    ),
+    "use_rollout_routing_replay": _Rejection(
+        False,
+        "is set, but the Verifiers transport does not ask SGLang for routed experts, so there "
+        "is nothing to replay.",
+        f"remove {FLAGS['use_rollout_routing_replay']}.",
+    ),
+    "use_rollout_indexer_replay": _Rejection(
+        False,
+        "is set, but the Verifiers transport does not ask SGLang for indexer top-k, so there "
+        "is nothing to replay.",
+        f"remove {FLAGS['use_rollout_indexer_replay']}.",
+    ),
+    "multi_lora": _Rejection(
+        False,
+        "is set, but the Verifiers transport sends every request to a single LoRA adapter and "
+        "does not record which slot produced a sample.",
+        f"remove {FLAGS['multi_lora']} (a single LoRA via {FLAGS['lora_rank']} works).",
+    ),
+}
+
+# What each required count means, for the fix of a missing or non-positive one.
+_COUNT_FIXES: Mapping[str, str] = {
+    "rollout_max_response_len": "; it caps the tokens sampled per model turn and has no default.",
+    "rollout_batch_size": ", the number of task groups per training step.",
+    "n_samples_per_prompt": " (N >= 1), the rollouts per task.",
+    "n_samples_per_eval_prompt": " (N >= 1), the rollouts per evaluation task.",
+    "sglang_server_concurrency": " (N >= 1), the in-flight requests per engine.",
+    "save_interval": " (N >= 1), the rollouts between checkpoints, or leave it unset.",
+}
 
 
-def _min_new_tokens_problem(value: Any, flag: str, cap: Any, cap_flag: str) -> OptionProblem | None:
-    if not _is_int(value) or not 0 <= value <= _MAX_U32:
-        return OptionProblem(
-            flag,
-            "invalid",
-            f"is {value!r}; it must be a whole number of tokens, 0 or more.",
-            f"pass {flag} N with N >= 0, or leave it unset.",
-        )
-    if _is_int(cap) and value > cap:
-        return OptionProblem(
-            flag,
-            "invalid",
-            f"is {value}, above {cap_flag} {cap}; SGLang refuses a minimum above the maximum.",
-            f"pass {flag} at most {cap}, or raise {cap_flag}.",
-        )
-    return None
-
-
-def _seed_problems(args: Any) -> list[OptionProblem]:
-    seed = _get(args, "rollout_seed")
-    if not _is_int(seed):
-        return [
-            OptionProblem(
-                "--rollout-seed",
-                "invalid",
-                f"is {seed!r}; it must be an integer.",
-                "pass --rollout-seed N (Miles' default is 42).",
-            )
-        ]
-    # Seeds reach the engine only under deterministic inference; otherwise one only shuffles.
-    if _get(args, "sglang_enable_deterministic_inference") and not 0 <= seed <= MAX_SAMPLING_SEED:
-        return [
-            OptionProblem(
-                "--rollout-seed",
-                "invalid",
-                f"is {seed}; with --sglang-enable-deterministic-inference each rollout sends a "
-                "sampling seed derived from it, and the SGLang router takes only seeds from 0 "
-                f"to {MAX_SAMPLING_SEED} (an unsigned 64-bit value SGLang also accepts).",
-                "pass --rollout-seed N with 0 <= N, well below 2**63 so that the seeds of "
-                "later rollouts (N plus their position) still fit.",
-            )
-        ]
-    return []
-
-
-def _sampling_problems(args: Any) -> list[OptionProblem]:
-    """Sampling values SGLang or the router would refuse on every request, found up front."""
-    found: list[OptionProblem | None] = [
-        _temperature_problem(_get(args, "rollout_temperature"), "--rollout-temperature"),
-        _top_p_problem(_get(args, "rollout_top_p"), "--rollout-top-p"),
-    ]
-    top_k = _get(args, "rollout_top_k")
-    if top_k is not None:
-        found.append(_top_k_problem(top_k, "--rollout-top-k"))
-    for attribute, check in (
-        ("eval_temperature", _temperature_problem),
-        ("eval_top_p", _top_p_problem),
-        ("eval_top_k", _top_k_problem),
-    ):
-        value = _get(args, attribute)
-        if value is not None:
-            found.append(check(value, "--" + attribute.replace("_", "-")))
-    train_cap = _get(args, "rollout_max_response_len")
-    eval_cap = _get(args, "eval_max_response_len")
-    if eval_cap is not None and (not _is_int(eval_cap) or not 1 <= eval_cap <= _MAX_U32):
-        found.append(
-            OptionProblem(
-                "--eval-max-response-len",
-                "invalid",
-                f"is {eval_cap!r}; it must be a positive integer.",
-                "pass --eval-max-response-len N (N >= 1), or leave it unset to use "
-                "--rollout-max-response-len.",
-            )
-        )
-    for attribute, cap, cap_flag in (
-        ("rollout_min_new_tokens", train_cap, "--rollout-max-response-len"),
-        (
-            "eval_min_new_tokens",
-            train_cap if eval_cap is None else eval_cap,
-            "--rollout-max-response-len" if eval_cap is None else "--eval-max-response-len",
-        ),
-    ):
-        value = _get(args, attribute)
-        # Miles has no flag for the training minimum; only a hand-set attribute can carry one.
-        label = (
-            "args.rollout_min_new_tokens"
-            if attribute.startswith("rollout")
-            else "--eval-min-new-tokens"
-        )
-        if value is not None:
-            found.append(_min_new_tokens_problem(value, label, cap, cap_flag))
-    return [p for p in found if p is not None] + _seed_problems(args)
-
-
-def find_option_problems(args: Any) -> list[OptionProblem]:
-    """Every unsupported and every invalid option, unsupported first."""
-    return _unsupported(args) + _invalid(args) + _sampling_problems(args)
-
-
-# -- the typed view -------------------------------------------------------------------------
+# -- the model ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -525,42 +285,395 @@ class SamplingOptions:
     reward_key: str | None
 
 
-@dataclass(frozen=True)
-class MilesOptions:
-    """What the Verifiers rollout function reads from Miles' arguments, validated."""
+def _override(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
 
-    hf_checkpoint: str | None
-    sglang_tokenizer_path: str | None
+
+class MilesOptions(BaseModel):
+    """What the Verifiers rollout function reads from Miles' arguments, validated once.
+
+    Build it with :func:`validate_options` (or :func:`read_options`). Defaults are Miles' own
+    (None where a field has none); fields are checked in the order written here, and a check
+    may read the fields above it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Unsupported features: each must be off.
+    rollout_global_dataset: bool = True
+    partial_rollout: bool = False
+    multimodal_keys: Any = None
+    chat_template_path: str | None = None
+    use_opd: bool = False
+    use_rollout_routing_replay: bool = False
+    use_rollout_indexer_replay: bool = False
+    multi_lora: bool = False
+    # Counts and the engines.
+    rollout_max_response_len: int
     rollout_batch_size: int
-    n_samples_per_prompt: int
-    n_samples_per_eval_prompt: int
-    over_sampling_batch_size: int
-    rollout_shuffle: bool
-    rollout_seed: int
-    train: SamplingOptions
-    eval: SamplingOptions
-    dynamic_sampling_filter_path: str | None
-    rollout_sample_filter_path: str | None
-    rollout_all_samples_process_path: str | None
-    group_rm: bool
-    custom_rm_path: str | None
-    rm_type: str | None
-    rollout_num_gpus: int
-    rollout_num_gpus_per_engine: int
-    sglang_server_concurrency: int
-    use_miles_router: bool
-    sglang_router_policy: str | None
-    deterministic_inference: bool
-    recompute_logprobs_via_prefill: bool
-    num_rollout: int | None
-    eval_interval: int | None
-    lora_rank: int
-    lora_adapter_path: str | None
-    lora_train_only: bool
-    save_dir: str | None
+    n_samples_per_prompt: int = 1
+    n_samples_per_eval_prompt: int = 1
+    sglang_server_concurrency: int = 512
+    over_sampling_batch_size: int  # unset: the batch size
     # Miles checkpoints every --save-interval rollouts; the scheduler keeps those resume points.
-    save_interval: int | None
-    load_dir: str | None
+    save_interval: int | None = None
+    rollout_num_gpus_per_engine: int = 1
+    rollout_num_gpus: int
+    apply_chat_template_kwargs: Mapping[str, Any] = Field(default_factory=dict)
+    # Sampling, and the seed.
+    rollout_temperature: float = 1.0
+    rollout_top_p: float = 1.0
+    rollout_top_k: int | None = -1
+    eval_temperature: float | None = None
+    eval_top_p: float | None = None
+    eval_top_k: int | None = None
+    eval_max_response_len: int | None = None
+    rollout_min_new_tokens: int | None = None
+    eval_min_new_tokens: int | None = None
+    deterministic_inference: bool = False
+    rollout_seed: int = 42
+    # Length limits and stops the engine would refuse.
+    rollout_max_context_len: int | None = None
+    eval_max_context_len: int | None = None
+    rollout_max_prompt_len: int | None = None
+    eval_max_prompt_len: int | None = None
+    rollout_stop: tuple[str, ...] | None = None
+    rollout_stop_token_ids: tuple[int, ...] | None = None
+    rollout_skip_special_tokens: bool = False
+    # The tokenizer.
+    sglang_tokenizer_path: str | None = None
+    hf_checkpoint: str | None = None
+    # Read as they are (hook paths are loaded, and checked, by the hooks stage).
+    rollout_shuffle: bool = False
+    reward_key: str | None = None
+    eval_reward_key: str | None = None
+    dynamic_sampling_filter_path: str | None = None
+    rollout_sample_filter_path: str | None = None
+    rollout_all_samples_process_path: str | None = None
+    group_rm: bool = False
+    custom_rm_path: str | None = None
+    rm_type: str | None = None
+    use_miles_router: bool = False
+    sglang_router_policy: str | None = None
+    recompute_logprobs_via_prefill: bool = False
+    num_rollout: int | None = None
+    eval_interval: int | None = None
+    lora_rank: int = 0
+    lora_adapter_path: str | None = None
+    lora_train_only: bool = False
+    save_dir: str | None = None
+    load_dir: str | None = None
+
+    @field_validator(*_REJECTIONS, mode="plain")
+    @classmethod
+    def _supported(cls, value: Any, info: ValidationInfo) -> Any:
+        rejection = _REJECTIONS[str(info.field_name)]
+        if value is not None if rejection.given else bool(value):
+            raise _problem(rejection.problem, rejection.fix, "unsupported")
+        return value
+
+    @field_validator(*_COUNT_FIXES, mode="plain")
+    @classmethod
+    def _count(cls, value: Any, info: ValidationInfo) -> Any:
+        name = str(info.field_name)
+        if value is None and name == "save_interval":
+            return None
+        fix = f"pass {FLAGS[name]} N{_COUNT_FIXES[name]}"
+        if value is None:
+            raise _problem("is not set.", fix)
+        if not isinstance(value, int) or value < 1:
+            raise _problem(f"is {value!r}; it must be a positive integer.", fix)
+        return value
+
+    @field_validator("over_sampling_batch_size", mode="plain")
+    @classmethod
+    def _over_sampling(cls, value: Any, info: ValidationInfo) -> Any:
+        batch = info.data.get("rollout_batch_size")
+        if value is None or batch is None:
+            return _override(value, batch)
+        if not isinstance(value, int) or value < batch:
+            raise _problem(
+                f"is {value!r}, below {FLAGS['rollout_batch_size']} {batch}.",
+                f"pass {FLAGS['over_sampling_batch_size']} at least {FLAGS['rollout_batch_size']}, "
+                "or leave it unset to use the batch size.",
+            )
+        return value
+
+    @field_validator("rollout_num_gpus_per_engine", mode="plain")
+    @classmethod
+    def _gpus_per_engine(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, int) or value < 1:
+            raise _problem(
+                f"is {value!r}; the number of SGLang engines cannot be computed.",
+                f"pass {FLAGS['rollout_num_gpus_per_engine']} N (N >= 1, the GPUs of one engine).",
+            )
+        return value
+
+    @field_validator("rollout_num_gpus", mode="plain")
+    @classmethod
+    def _gpus(cls, value: Any, info: ValidationInfo) -> Any:
+        per_engine = info.data.get("rollout_num_gpus_per_engine")
+        flag, per_engine_flag = FLAGS["rollout_num_gpus"], FLAGS["rollout_num_gpus_per_engine"]
+        if per_engine is None:
+            return value  # the engine count is refused for the GPUs per engine already
+        if value is None:
+            raise _problem(
+                "is not set, so the number of SGLang engines (and with it the request "
+                "concurrency) cannot be computed.",
+                f"pass {flag} N, or --colocate, which derives it from the actor GPUs.",
+            )
+        if not isinstance(value, int) or value < per_engine:
+            raise _problem(
+                f"is {value!r}, fewer than {per_engine_flag} {per_engine}, which leaves zero "
+                "SGLang engines.",
+                f"pass {flag} at least {per_engine_flag}.",
+            )
+        return value
+
+    @field_validator("apply_chat_template_kwargs", mode="plain")
+    @classmethod
+    def _chat_template_kwargs(cls, value: Any, info: ValidationInfo) -> Any:
+        # Miles parses the flag with json.loads; the raw string is accepted for hand-built args.
+        if value is None or value == "":
+            return {}
+        try:
+            parsed = json.loads(value) if isinstance(value, str) else value
+            if not isinstance(parsed, Mapping):
+                raise ValueError(f"expected a JSON object, got {type(parsed).__name__}")
+        except ValueError as error:
+            raise _problem(
+                f"cannot be read as a JSON object ({error}).",
+                "pass a JSON object, e.g. '{\"enable_thinking\": false}'.",
+            ) from None
+        return dict(parsed)
+
+    @field_validator("rollout_temperature", "eval_temperature", mode="plain")
+    @classmethod
+    def _temperature(cls, value: Any, info: ValidationInfo) -> Any:
+        number, flag = _real(value), FLAGS[str(info.field_name)]
+        if value is None and info.field_name == "eval_temperature":
+            return None
+        if number is None or number < 0:
+            raise _problem(
+                f"is {value!r}; SGLang samples only with a finite temperature of 0 or more.",
+                f"pass {flag} T with T >= 0 (0 is greedy, 1.0 samples from the model as it is).",
+            )
+        return number
+
+    @field_validator("rollout_top_p", "eval_top_p", mode="plain")
+    @classmethod
+    def _top_p(cls, value: Any, info: ValidationInfo) -> Any:
+        number, flag = _real(value), FLAGS[str(info.field_name)]
+        if value is None and info.field_name == "eval_top_p":
+            return None
+        if number is None or not 0 < number <= 1:
+            raise _problem(
+                f"is {value!r}; SGLang accepts a nucleus threshold above 0 and at most 1.",
+                f"pass {flag} P with 0 < P <= 1 (1.0 turns nucleus sampling off).",
+            )
+        return number
+
+    @field_validator("rollout_top_k", "eval_top_k", mode="plain")
+    @classmethod
+    def _top_k(cls, value: Any, info: ValidationInfo) -> Any:
+        flag = FLAGS[str(info.field_name)]
+        if value is None or (_is_int(value) and (value == -1 or 1 <= value <= _MAX_TOP_K)):
+            return value
+        raise _problem(
+            f"is {value!r}; SGLang takes -1 (no top-k) or a positive integer that fits 32 bits.",
+            f"pass {flag} -1 to sample from the whole vocabulary, or {flag} K with K >= 1.",
+        )
+
+    @field_validator("eval_max_response_len", mode="plain")
+    @classmethod
+    def _eval_response_cap(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and (not _is_int(value) or not 1 <= value <= _MAX_U32):
+            raise _problem(
+                f"is {value!r}; it must be a positive integer.",
+                f"pass {FLAGS['eval_max_response_len']} N (N >= 1), or leave it unset to use "
+                f"{FLAGS['rollout_max_response_len']}.",
+            )
+        return value
+
+    @field_validator("rollout_min_new_tokens", "eval_min_new_tokens", mode="plain")
+    @classmethod
+    def _min_new_tokens(cls, value: Any, info: ValidationInfo) -> Any:
+        flag = FLAGS[str(info.field_name)]
+        if value is None:
+            return None
+        if not _is_int(value) or not 0 <= value <= _MAX_U32:
+            raise _problem(
+                f"is {value!r}; it must be a whole number of tokens, 0 or more.",
+                f"pass {flag} N with N >= 0, or leave it unset.",
+            )
+        cap_field = "rollout_max_response_len"
+        if info.field_name == "eval_min_new_tokens" and info.data.get("eval_max_response_len"):
+            cap_field = "eval_max_response_len"
+        cap, cap_flag = info.data.get(cap_field), FLAGS[cap_field]
+        if _is_int(cap) and value > cap:
+            raise _problem(
+                f"is {value}, above {cap_flag} {cap}; SGLang refuses a minimum above the maximum.",
+                f"pass {flag} at most {cap}, or raise {cap_flag}.",
+            )
+        return value
+
+    @field_validator("rollout_seed", mode="plain")
+    @classmethod
+    def _seed(cls, value: Any, info: ValidationInfo) -> Any:
+        flag = FLAGS["rollout_seed"]
+        if not _is_int(value):
+            raise _problem(
+                f"is {value!r}; it must be an integer.", f"pass {flag} N (Miles' default is 42)."
+            )
+        # Seeds reach the engine only under deterministic inference; otherwise one only shuffles.
+        if info.data.get("deterministic_inference") and not 0 <= value <= MAX_SAMPLING_SEED:
+            raise _problem(
+                f"is {value}; with {FLAGS['deterministic_inference']} each rollout sends a "
+                "sampling seed derived from it, and the SGLang router takes only seeds from 0 "
+                f"to {MAX_SAMPLING_SEED} (an unsigned 64-bit value SGLang also accepts).",
+                f"pass {flag} N with 0 <= N, well below 2**63 so that the seeds of later "
+                "rollouts (N plus their position) still fit.",
+            )
+        return value
+
+    @field_validator("rollout_max_context_len", "eval_max_context_len", mode="plain")
+    @classmethod
+    def _context_cap(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and (not _is_int(value) or value < 2):
+            raise _problem(
+                f"is {value!r}, which leaves no room for a prompt and a response.",
+                f"pass {FLAGS[str(info.field_name)]} N with N >= 2 (prompt plus response tokens), "
+                "or leave it unset for the engine's own context length.",
+            )
+        return value
+
+    @field_validator("rollout_max_prompt_len", "eval_max_prompt_len", mode="plain")
+    @classmethod
+    def _prompt_cap(cls, value: Any, info: ValidationInfo) -> Any:
+        flag = FLAGS[str(info.field_name)]
+        if value is None:
+            return None
+        if not _is_int(value) or value < 1:
+            raise _problem(
+                f"is {value!r}; it must be a positive integer.",
+                f"pass {flag} N with N >= 1, or leave it unset for no cap on the first prompt.",
+            )
+        # Miles' eval context cap falls back to the training one, like the prompt it caps.
+        context_field = "rollout_max_context_len"
+        if info.field_name == "eval_max_prompt_len" and info.data.get("eval_max_context_len"):
+            context_field = "eval_max_context_len"
+        context, context_flag = info.data.get(context_field), FLAGS[context_field]
+        if context is not None and value > context - 1:
+            raise _problem(
+                f"is {value}, which leaves no room to generate within {context_flag} {context}.",
+                f"pass {flag} at most {context - 1} ({context_flag} minus one, so a first prompt "
+                f"leaves room to generate), or raise {context_flag} above {value}.",
+            )
+        return value
+
+    @field_validator("rollout_stop", mode="plain")
+    @classmethod
+    def _stop(cls, value: Any, info: ValidationInfo) -> Any:
+        stop, flag = _as_tuple(value), FLAGS["rollout_stop"]
+        if stop is None:
+            return None
+        if not all(isinstance(s, str) for s in stop):
+            raise _problem(f"is {value!r}; stop strings are strings.", f"pass strings to {flag}.")
+        if any(not s for s in stop):
+            raise _problem(
+                "holds an empty string.",
+                f"drop the empty string from {flag}; an empty stop string would match at once.",
+            )
+        if len(stop) > MAX_STOP_STRINGS:
+            raise _problem(
+                f"has {len(stop)} strings; SGLang accepts at most {MAX_STOP_STRINGS}.",
+                f"pass at most {MAX_STOP_STRINGS} strings to {flag} (SGLang refuses more); put "
+                f"further stops in {FLAGS['rollout_stop_token_ids']}, which has no such limit.",
+            )
+        return stop
+
+    @field_validator("rollout_stop_token_ids", mode="plain")
+    @classmethod
+    def _stop_token_ids(cls, value: Any, info: ValidationInfo) -> Any:
+        ids = _as_tuple(value)
+        if ids is not None and not all(_is_int(i) and i >= 0 for i in ids):
+            raise _problem(
+                f"is {value!r}; token ids are whole numbers.",
+                f"pass token ids of 0 or more to {FLAGS['rollout_stop_token_ids']}.",
+            )
+        return ids
+
+    @field_validator("hf_checkpoint", mode="plain")
+    @classmethod
+    def _tokenizer_source(cls, value: Any, info: ValidationInfo) -> Any:
+        if not value and not info.data.get("sglang_tokenizer_path"):
+            raise _problem(
+                f"is not set (nor {FLAGS['sglang_tokenizer_path']}), so there is no tokenizer "
+                "to render prompts with.",
+                f"pass {FLAGS['hf_checkpoint']} (the policy checkpoint), or "
+                f"{FLAGS['sglang_tokenizer_path']}.",
+            )
+        return value
+
+    @field_validator("reward_key", "eval_reward_key", "rm_type", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "rm_type" and isinstance(value, str):
+            value = value.strip()
+        return value or None
+
+    @field_validator("lora_rank", mode="before")
+    @classmethod
+    def _no_rank_is_zero(cls, value: Any) -> Any:
+        return value or 0
+
+    # Defined last, so it wraps every check above: read_options' second look at offending
+    # options gives each of them Miles' default instead of checking it again.
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _skip_offending(cls, value: Any, handler: Any, info: ValidationInfo) -> Any:
+        if info.context and info.field_name in info.context["skip"]:
+            return _default(str(info.field_name))
+        return handler(value)
+
+    # -- the views later code reads ----------------------------------------------------------------
+
+    @cached_property
+    def train(self) -> SamplingOptions:
+        return SamplingOptions(
+            temperature=self.rollout_temperature,
+            top_p=self.rollout_top_p,
+            top_k=self.rollout_top_k,
+            max_response_len=self.rollout_max_response_len,
+            max_context_len=self.rollout_max_context_len,
+            max_prompt_len=self.rollout_max_prompt_len,
+            min_new_tokens=self.rollout_min_new_tokens,
+            stop=self.rollout_stop,
+            stop_token_ids=self.rollout_stop_token_ids,
+            skip_special_tokens=self.rollout_skip_special_tokens,
+            chat_template_kwargs=self.apply_chat_template_kwargs,
+            reward_key=self.reward_key,
+        )
+
+    @cached_property
+    def eval(self) -> SamplingOptions:
+        # Miles' eval semantics: the eval_* sampling values override only when set, while the
+        # prompt cap and min-new-tokens are taken from eval_* as they are (None included).
+        train = self.train
+        return SamplingOptions(
+            temperature=_override(self.eval_temperature, train.temperature),
+            top_p=_override(self.eval_top_p, train.top_p),
+            top_k=_override(self.eval_top_k, train.top_k),
+            max_response_len=_override(self.eval_max_response_len, train.max_response_len),
+            max_context_len=_override(self.eval_max_context_len, train.max_context_len),
+            max_prompt_len=self.eval_max_prompt_len,
+            min_new_tokens=self.eval_min_new_tokens,
+            stop=train.stop,
+            stop_token_ids=train.stop_token_ids,
+            skip_special_tokens=train.skip_special_tokens,
+            chat_template_kwargs=train.chat_template_kwargs,
+            reward_key=self.eval_reward_key or train.reward_key,
+        )
 
     @property
     def engine_count(self) -> int:
@@ -597,112 +710,70 @@ class MilesOptions:
         return self.lora_rank > 0 or self.lora_adapter_path is not None
 
 
-def _as_tuple(value: Any) -> tuple[Any, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, (str, int)):
-        return (value,)
-    return tuple(value)
+# -- reading Miles' args ----------------------------------------------------------------------
 
 
-def _chat_template_kwargs(value: Any) -> Mapping[str, Any]:
-    # Miles parses the flag with json.loads; accept the raw string too for hand-built args.
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        value = json.loads(value)
-    if not isinstance(value, Mapping):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    return dict(value)
+def _default(name: str) -> Any:
+    field = MilesOptions.model_fields[name]
+    return None if field.is_required() else field.get_default(call_default_factory=True)
 
 
-def _override(value: Any, fallback: Any) -> Any:
-    return fallback if value is None else value
+def miles_defaults() -> dict[str, Any]:
+    """Miles' default for every attribute this module reads (a fresh copy, safe to mutate)."""
+    return {_ATTRIBUTES.get(name, name): _default(name) for name in MilesOptions.model_fields}
 
 
-def _train_sampling(args: Any) -> SamplingOptions:
-    return SamplingOptions(
-        temperature=float(_get(args, "rollout_temperature")),
-        top_p=float(_get(args, "rollout_top_p")),
-        top_k=_get(args, "rollout_top_k"),
-        max_response_len=_get(args, "rollout_max_response_len"),
-        max_context_len=_get(args, "rollout_max_context_len"),
-        max_prompt_len=_get(args, "rollout_max_prompt_len"),
-        min_new_tokens=_get(args, "rollout_min_new_tokens"),
-        stop=_as_tuple(_get(args, "rollout_stop")),
-        stop_token_ids=_as_tuple(_get(args, "rollout_stop_token_ids")),
-        skip_special_tokens=bool(_get(args, "rollout_skip_special_tokens")),
-        chat_template_kwargs=_chat_template_kwargs(_get(args, "apply_chat_template_kwargs")),
-        reward_key=_get(args, "reward_key") or None,
-    )
+def _problems(error: ValidationError) -> tuple[OptionProblem, ...]:
+    found = []
+    for detail in error.errors():
+        flag = FLAGS[str(detail["loc"][0])]
+        context = detail.get("ctx") or {}
+        if "fix" in context:
+            kind: ProblemKind = "unsupported" if detail["type"] == "unsupported" else "invalid"
+            found.append(OptionProblem(flag, kind, context["problem"], context["fix"]))
+        else:  # pydantic's own type check, on an option read as it is
+            found.append(
+                OptionProblem(
+                    flag,
+                    "invalid",
+                    f"is {detail['input']!r} ({detail['msg']}).",
+                    f"pass {flag} as Miles parses it, or leave it unset.",
+                )
+            )
+    return tuple(found)
 
 
-def _eval_sampling(args: Any, train: SamplingOptions) -> SamplingOptions:
-    # Miles' eval semantics: the eval_* sampling values override only when set, while the
-    # prompt cap and min-new-tokens are taken from eval_* as they are (None included).
-    return SamplingOptions(
-        temperature=float(_override(_get(args, "eval_temperature"), train.temperature)),
-        top_p=float(_override(_get(args, "eval_top_p"), train.top_p)),
-        top_k=_override(_get(args, "eval_top_k"), train.top_k),
-        max_response_len=_override(_get(args, "eval_max_response_len"), train.max_response_len),
-        max_context_len=_override(_get(args, "eval_max_context_len"), train.max_context_len),
-        max_prompt_len=_get(args, "eval_max_prompt_len"),
-        min_new_tokens=_get(args, "eval_min_new_tokens"),
-        stop=train.stop,
-        stop_token_ids=train.stop_token_ids,
-        skip_special_tokens=train.skip_special_tokens,
-        chat_template_kwargs=train.chat_template_kwargs,
-        reward_key=_get(args, "eval_reward_key") or train.reward_key,
-    )
+def read_options(args: Any) -> tuple[MilesOptions | None, tuple[OptionProblem, ...]]:
+    """The validated options of ``args`` and no problems; or every problem, unsupported
+    features first, with a view in which each offending option holds Miles' default, for
+    checks that read only well-formed options (hook paths, the tokenizer). The view is None
+    when even that cannot be built."""
+    raw = {
+        name: getattr(args, _ATTRIBUTES.get(name, name), _default(name))
+        for name in MilesOptions.model_fields
+    }
+    skip: frozenset[str] = frozenset()
+    problems: tuple[OptionProblem, ...] = ()
+    # A default can in turn upset a check that reads it, so look again; each look skips more.
+    for _ in range(len(raw)):
+        try:
+            return MilesOptions.model_validate(raw, context={"skip": skip}), problems
+        except ValidationError as error:
+            problems = problems or _problems(error)
+            skip |= {str(detail["loc"][0]) for detail in error.errors()}
+    return None, problems
 
 
-def build_options(args: Any) -> MilesOptions:
-    """The typed view of ``args``. Call :func:`validate_options` instead unless ``args`` is
-    already known to be valid."""
-    train = _train_sampling(args)
-    batch = _get(args, "rollout_batch_size")
-    return MilesOptions(
-        hf_checkpoint=_get(args, "hf_checkpoint"),
-        sglang_tokenizer_path=_get(args, "sglang_tokenizer_path"),
-        rollout_batch_size=batch,
-        n_samples_per_prompt=_get(args, "n_samples_per_prompt"),
-        n_samples_per_eval_prompt=_get(args, "n_samples_per_eval_prompt"),
-        over_sampling_batch_size=_override(_get(args, "over_sampling_batch_size"), batch),
-        rollout_shuffle=bool(_get(args, "rollout_shuffle")),
-        rollout_seed=_get(args, "rollout_seed"),
-        train=train,
-        eval=_eval_sampling(args, train),
-        dynamic_sampling_filter_path=_get(args, "dynamic_sampling_filter_path"),
-        rollout_sample_filter_path=_get(args, "rollout_sample_filter_path"),
-        rollout_all_samples_process_path=_get(args, "rollout_all_samples_process_path"),
-        group_rm=bool(_get(args, "group_rm")),
-        custom_rm_path=_get(args, "custom_rm_path"),
-        rm_type=(_get(args, "rm_type") or "").strip() or None,
-        rollout_num_gpus=_get(args, "rollout_num_gpus"),
-        rollout_num_gpus_per_engine=_get(args, "rollout_num_gpus_per_engine"),
-        sglang_server_concurrency=_get(args, "sglang_server_concurrency"),
-        use_miles_router=bool(_get(args, "use_miles_router")),
-        sglang_router_policy=_get(args, "sglang_router_policy"),
-        deterministic_inference=bool(_get(args, "sglang_enable_deterministic_inference")),
-        recompute_logprobs_via_prefill=bool(_get(args, "recompute_logprobs_via_prefill")),
-        num_rollout=_get(args, "num_rollout"),
-        eval_interval=_get(args, "eval_interval"),
-        lora_rank=int(_get(args, "lora_rank") or 0),
-        lora_adapter_path=_get(args, "lora_adapter_path"),
-        lora_train_only=bool(_get(args, "lora_train_only")),
-        save_dir=_get(args, "save"),
-        save_interval=_get(args, "save_interval"),
-        load_dir=_get(args, "load"),
-    )
+def find_option_problems(args: Any) -> list[OptionProblem]:
+    """Every unsupported and every invalid option, unsupported first."""
+    return list(read_options(args)[1])
 
 
 def validate_options(args: Any) -> MilesOptions:
-    """Check ``args`` and return the typed view, or raise an :class:`OptionsError` naming every
-    offending flag with its fix (:class:`UnsupportedOptionsError` when any of them asks for an
+    """The validated options of ``args``, or an :class:`OptionsError` naming every offending
+    flag with its fix (:class:`UnsupportedOptionsError` when any of them asks for an
     unsupported feature, else :class:`InvalidOptionsError`)."""
-    problems = find_option_problems(args)
-    if any(p.kind == "unsupported" for p in problems):
-        raise UnsupportedOptionsError(problems)
-    if problems:
-        raise InvalidOptionsError(problems)
-    return build_options(args)
+    options, problems = read_options(args)
+    if problems or options is None:
+        raise options_error(problems)
+    return options

@@ -87,8 +87,7 @@ def test_survey_reports_an_unexpected_exception_as_the_stage_problem():
 # What each stage of the real table produces when it passes.
 PRODUCTS = {
     "versions": {"versions"},
-    "options": {"options", "options_view"},
-    "model": {"model"},
+    "options": {"options", "options_view", "model"},
     "hooks": {"hooks"},
     "transport": {"transport", "warnings"},
     "config": {"config_path", "config"},
