@@ -8,13 +8,16 @@ import pytest
 from pydantic import ValidationError
 
 from miles_verifiers._options import (
+    FLAGS,
     InvalidOptionsError,
     MilesOptions,
     OptionsError,
     UnsupportedOptionsError,
     find_option_problems,
+    read_options,
     validate_options,
 )
+from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
 
 
 def flags_of(args) -> list[str]:
@@ -331,3 +334,81 @@ def test_options_are_read_from_a_real_argparse_namespace():
     options = validate_options(args)
     assert isinstance(options, MilesOptions)
     assert (options.rollout_batch_size, options.train.max_response_len) == (2, 64)
+
+
+# -- one model, one field-to-flag map -----------------------------------------------------------
+
+
+def test_every_field_names_the_miles_flag_it_comes_from():
+    assert set(FLAGS) == set(MilesOptions.model_fields)
+    unknown = [
+        flag
+        for flag in FLAGS.values()
+        if flag.removeprefix("--") not in MILES_FLAG_NAMES and flag != "args.rollout_min_new_tokens"
+    ]
+    assert unknown == []
+
+
+# -- the engine's length limits and stops, among the other option problems ------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "flag", "fix"),
+    [
+        (
+            {"rollout_max_context_len": 100, "rollout_max_prompt_len": 100},
+            "--rollout-max-prompt-len",
+            "pass --rollout-max-prompt-len at most 99 (--rollout-max-context-len minus one",
+        ),
+        (
+            {"eval_max_context_len": 50, "eval_max_prompt_len": 60},
+            "--eval-max-prompt-len",
+            "pass --eval-max-prompt-len at most 49 (--eval-max-context-len minus one",
+        ),
+        (
+            {"eval_max_context_len": 1},
+            "--eval-max-context-len",
+            "pass --eval-max-context-len N with N >= 2",
+        ),
+        (
+            {"rollout_stop": [f"<stop{i}>" for i in range(33)]},
+            "--rollout-stop",
+            "pass at most 32 strings to --rollout-stop",
+        ),
+        ({"rollout_stop": [""]}, "--rollout-stop", "drop the empty string from --rollout-stop"),
+        ({"rollout_stop_token_ids": [7, -1]}, "--rollout-stop-token-ids", "token ids of 0 or more"),
+    ],
+)
+def test_a_limit_the_engine_would_refuse_is_an_option_problem_with_its_fix(
+    make_args, values, flag, fix
+):
+    (problem,) = find_option_problems(make_args(**values))
+    assert problem.flag == flag
+    assert problem.fix.startswith(fix) or fix in problem.fix
+
+
+def test_limit_problems_are_reported_together_with_the_other_option_problems(make_args):
+    args = make_args(partial_rollout=True, rollout_stop=[""], rollout_top_p=2.0)
+    assert flags_of(args) == ["--partial-rollout", "--rollout-top-p", "--rollout-stop"]
+
+
+def test_an_eval_prompt_cap_is_measured_against_the_training_context_cap_it_inherits(make_args):
+    args = make_args(rollout_max_context_len=100, eval_max_prompt_len=100)
+    args.eval_max_context_len = None  # hand-built: Miles itself copies the training cap over
+    (problem,) = find_option_problems(args)
+    assert problem.flag == "--eval-max-prompt-len"
+    assert "raise --rollout-max-context-len above 100" in problem.fix
+
+
+def test_a_missing_tokenizer_is_an_option_problem_unless_a_tokenizer_path_is_given(make_args):
+    assert flags_of(make_args(hf_checkpoint=None)) == ["--hf-checkpoint"]
+    assert flags_of(make_args(hf_checkpoint=None, sglang_tokenizer_path="/tok")) == []
+
+
+def test_invalid_options_leave_a_view_with_miles_defaults_in_place_of_the_offending_ones(
+    make_args,
+):
+    view, problems = read_options(make_args(rollout_top_p=2.0, custom_rm_path="my.reward"))
+    assert [p.flag for p in problems] == ["--rollout-top-p"]
+    assert view is not None
+    assert (view.train.top_p, view.custom_rm_path) == (1.0, "my.reward")
