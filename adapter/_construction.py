@@ -119,23 +119,10 @@ def _options(given: Products) -> StageResult:
 
 
 def _hooks(given: Products) -> StageResult:
-    options: MilesOptions = given["options_view"]
-    errors: list[HookError] = []
-    if options.group_rm and options.eval_enabled:
-        errors.append(
-            HookError(
-                "--group-rm",
-                "is set together with --eval-interval, but a group reward model cannot score "
-                "evaluation rollouts (Miles' own evaluation refuses it too).",
-                "drop --group-rm, or --eval-interval.",
-            )
-        )
     try:
-        hooks = load_hooks(options, use_miles=given["use_miles"])
+        hooks = load_hooks(given["options_view"], use_miles=given["use_miles"])
     except HookError as error:
-        errors.append(error)
-    if errors:
-        return _failed(errors[0], [str(e) for e in errors])
+        return _failed(error)
     return StageResult({"hooks": hooks})
 
 

@@ -170,15 +170,9 @@ def _custom_per_group(fn: Callable[..., Any]) -> Callable[[Any, list[Any]], Awai
 
 def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
     """The Miles reward model the options ask for, or None to keep the Verifiers rewards."""
-    if not (options.group_rm or options.uses_miles_reward_model):
+    # --group-rm without a reward model is refused with the options already.
+    if not options.uses_miles_reward_model:
         return None
-    if options.group_rm and not options.uses_miles_reward_model:
-        raise HookError(
-            "--group-rm",
-            "is set without a reward model to run.",
-            "add --custom-rm-path (a function scoring a list of samples) or --rm-type, or drop "
-            "--group-rm to keep the Verifiers rewards.",
-        )
     flag = "--custom-rm-path" if options.custom_rm_path else "--rm-type"
     if options.group_rm:
         flag += " with --group-rm"

@@ -350,14 +350,14 @@ class MilesOptions(BaseModel):
     dynamic_sampling_filter_path: str | None = None
     rollout_sample_filter_path: str | None = None
     rollout_all_samples_process_path: str | None = None
-    group_rm: bool = False
+    num_rollout: int | None = None
+    eval_interval: int | None = None
     custom_rm_path: str | None = None
     rm_type: str | None = None
+    group_rm: bool = False
     use_miles_router: bool = False
     sglang_router_policy: str | None = None
     recompute_logprobs_via_prefill: bool = False
-    num_rollout: int | None = None
-    eval_interval: int | None = None
     lora_rank: int = 0
     lora_adapter_path: str | None = None
     lora_train_only: bool = False
@@ -612,6 +612,24 @@ class MilesOptions(BaseModel):
                 "to render prompts with.",
                 f"pass {FLAGS['hf_checkpoint']} (the policy checkpoint), or "
                 f"{FLAGS['sglang_tokenizer_path']}.",
+            )
+        return value
+
+    @field_validator("group_rm", mode="after")
+    @classmethod
+    def _group_reward_model(cls, value: bool, info: ValidationInfo) -> bool:
+        flag, eval_flag = FLAGS["group_rm"], FLAGS["eval_interval"]
+        if value and info.data.get("eval_interval") is not None:
+            raise _problem(
+                f"is set together with {eval_flag}, but a group reward model cannot score "
+                "evaluation rollouts (Miles' own evaluation refuses it too).",
+                f"drop {flag}, or {eval_flag}.",
+            )
+        if value and info.data.get("custom_rm_path") is None and not info.data.get("rm_type"):
+            raise _problem(
+                "is set without a reward model to run.",
+                f"add {FLAGS['custom_rm_path']} (a function scoring a list of samples) or "
+                f"{FLAGS['rm_type']}, or drop {flag} to keep the Verifiers rewards.",
             )
         return value
 

@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from miles_verifiers._errors import SetupError
 from miles_verifiers._transport.routers import RouterKind
@@ -137,6 +136,9 @@ class RetryPolicy(BaseModel):
 class TransportSettings(BaseModel):
     """Everything the SGLang transport needs, validated once at construction.
 
+    The adapter builds these from Miles options that were validated already, naming each flag
+    (:mod:`miles_verifiers._options`); the checks here guard the transport's own callers.
+
     Limits follow Miles' meaning: ``max_response_len`` caps every request's new tokens,
     ``context_len`` caps prompt plus new tokens, and ``max_prompt_len`` caps only the first
     prompt of each session (rollout).
@@ -205,13 +207,11 @@ class TransportSettings(BaseModel):
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        # Distinct error types let callers attach a fix to each limit (see LIMIT_ERROR_TYPES).
         if any(not s for s in value):
-            raise PydanticCustomError("empty_stop_string", "stop strings must be non-empty")
+            raise ValueError("stop strings must be non-empty")
         if len(value) > MAX_STOP_STRINGS:
-            raise PydanticCustomError(
-                "too_many_stop_strings",
-                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}",
+            raise ValueError(
+                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
             )
         return value
 
@@ -244,14 +244,12 @@ class TransportSettings(BaseModel):
     def _limits_fit(self) -> TransportSettings:
         if self.context_len is not None:
             if self.context_len < 2:
-                raise PydanticCustomError(
-                    "context_too_small",
+                raise ValueError(
                     f"context_len={self.context_len} leaves no room for a prompt and a response; "
                     "use at least 2",
                 )
             if self.max_prompt_len is not None and self.max_prompt_len > self.context_len - 1:
-                raise PydanticCustomError(
-                    "prompt_cap_too_large",
+                raise ValueError(
                     f"max_prompt_len={self.max_prompt_len} must be at most context_len - 1 = "
                     f"{self.context_len - 1}, so a first prompt always leaves room to generate",
                 )

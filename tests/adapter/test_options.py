@@ -412,3 +412,13 @@ def test_invalid_options_leave_a_view_with_miles_defaults_in_place_of_the_offend
     assert [p.flag for p in problems] == ["--rollout-top-p"]
     assert view is not None
     assert (view.train.top_p, view.custom_rm_path) == (1.0, "my.reward")
+
+
+def test_a_group_reward_model_with_evaluation_is_an_option_problem(make_args):
+    args = make_args(group_rm=True, custom_rm_path="my.group_reward", eval_interval=5)
+    assert flags_of(args) == ["--group-rm"]
+
+
+def test_a_group_reward_model_without_a_reward_model_is_an_option_problem(make_args):
+    assert flags_of(make_args(group_rm=True)) == ["--group-rm"]
+    assert flags_of(make_args(group_rm=True, rm_type="math")) == []
