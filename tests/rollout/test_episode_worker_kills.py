@@ -131,9 +131,6 @@ def kill_one_worker_mid_call(
     assert wait_until(pick_victim, timeout_s=CALL_DEADLINE_S)
     started = descendants(victims[0])
     os.kill(victims[0], how)
-    # Slow answers were only there to catch the call mid-flight; the replacement episodes
-    # that follow need not wait on them.
-    engine.set_latency(LatencyModel())
     caller.join(timeout=CALL_DEADLINE_S + 30)
     return victims[0], started, result
 
