@@ -53,6 +53,17 @@ from miles_verifiers._training import TaskStream
 
 K, D, P = Outcome.KEPT, Outcome.DROPPED, Outcome.PENDING
 
+
+def _long_profile() -> bool:
+    """CONFORMANCE_PROFILE=long (the ``conformance-long`` tox env) explores far more."""
+    return os.environ.get("CONFORMANCE_PROFILE", "").strip().lower() == "long"
+
+
+def _examples(ci: int, long: int) -> int:
+    """A property's example count: ``ci`` in the default run, ``long`` under the long profile."""
+    return long if _long_profile() else ci
+
+
 # -- epoch order ---------------------------------------------------------------------------------
 
 
@@ -302,7 +313,7 @@ def train(shape, state=None, rollout_ids=None, timing_seed=None, between=lambda 
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=_examples(30, 150), deadline=None)
 @given(shape=run_shapes)
 def test_every_offset_is_trained_or_dropped_once_and_none_is_skipped(shape):
     results, state = train(shape)
@@ -316,7 +327,7 @@ def test_every_offset_is_trained_or_dropped_once_and_none_is_skipped(shape):
     assert all(o in shape["dropped_offsets"] for r in results for o in r.dropped)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=_examples(30, 150), deadline=None)
 @given(shape=run_shapes)
 def test_within_an_epoch_no_task_repeats_and_only_drops_go_untrained(shape):
     results, state = train(shape)
@@ -335,7 +346,7 @@ def test_within_an_epoch_no_task_repeats_and_only_drops_go_untrained(shape):
         assert set(by_epoch.get(epoch, [])) == set(range(order.num_tasks)) - untrained
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=_examples(20, 100), deadline=None)
 @given(shape=run_shapes, other_timing=st.integers(0, 10_000))
 def test_which_tasks_train_does_not_depend_on_completion_timing(shape, other_timing):
     first, _ = train(shape)
@@ -343,7 +354,7 @@ def test_which_tasks_train_does_not_depend_on_completion_timing(shape, other_tim
     assert [r.accepted for r in first] == [r.accepted for r in second]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=_examples(20, 100), deadline=None)
 @given(shape=run_shapes, data=st.data())
 def test_resume_from_serialized_state_after_any_rollout_matches_an_uninterrupted_run(shape, data):
     uninterrupted, _ = train(shape)
@@ -358,7 +369,7 @@ def test_resume_from_serialized_state_after_any_rollout_matches_an_uninterrupted
     assert [r.accepted for r in before + after] == [r.accepted for r in uninterrupted]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=_examples(10, 50), deadline=None)
 @given(shape=run_shapes, data=st.data())
 def test_resume_from_an_earlier_checkpoint_replays_the_same_rollouts(shape, data):
     # Miles can resume from a checkpoint older than the newest saved scheduler state (it
@@ -672,11 +683,11 @@ MACHINE_ROLLOUTS = 40
 
 
 def _machine_settings() -> settings:
-    # A few seconds by default; CONFORMANCE_PROFILE=long (the conformance suite's switch)
+    # A second or two by default; CONFORMANCE_PROFILE=long (the conformance suite's switch)
     # explores far more, randomly, and shrinks a failure to a minimal scenario.
-    is_long = os.environ.get("CONFORMANCE_PROFILE", "").strip().lower() == "long"
+    is_long = _long_profile()
     return settings(
-        max_examples=300 if is_long else 30,
+        max_examples=300 if is_long else 10,
         stateful_step_count=60 if is_long else 30,
         deadline=None,
         derandomize=not is_long,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -37,12 +38,23 @@ def _gate(order: str, **knobs: float) -> CompletionGate:
     return CompletionGate(order, **settings)  # type: ignore[arg-type]
 
 
+# The burst-order tests close their burst by its size, not by a quiet period: on a loaded
+# machine a pause between two arrivals can outlast any quiet period and split the burst.
 def test_a_reversed_gate_finishes_a_burst_last_arrival_first() -> None:
-    assert asyncio.run(_finish_order(_gate("reversed"), 5)) == [4, 3, 2, 1, 0]
+    gate = _gate("reversed", quiet_s=3600.0, max_burst=5)
+    assert asyncio.run(_finish_order(gate, 5)) == [4, 3, 2, 1, 0]
 
 
 def test_an_arrival_gate_finishes_a_burst_in_arrival_order() -> None:
-    assert asyncio.run(_finish_order(_gate("arrival"), 5)) == [0, 1, 2, 3, 4]
+    gate = _gate("arrival", quiet_s=3600.0, max_burst=5)
+    assert asyncio.run(_finish_order(gate, 5)) == [0, 1, 2, 3, 4]
+
+
+def test_a_quiet_period_closes_a_burst_short_of_its_bound() -> None:
+    # Only the quiet period can let this call go: the burst bound is far away.
+    gate = _gate("reversed", quiet_s=0.01, max_burst=256)
+    assert asyncio.run(_finish_order(gate, 1)) == [0]
+    assert gate.holds == 0
 
 
 def test_a_free_gate_holds_nothing() -> None:
@@ -67,17 +79,26 @@ def test_a_bad_completion_order_setting_is_refused(field: str, value: object) ->
 
 
 def _post_in_turn(base_url: str, count: int, engine: LoopbackEngine) -> list[str]:
-    """POST ``count`` calls, each after the engine holds the previous one; the rids in the
-    order their answers came back."""
-    finished: list[str] = []
-    lock = threading.Lock()
+    """POST ``count`` calls, each after the engine holds the previous one (a plan whose burst
+    bound is ``count``); the rids in the order the engine answered them.
+
+    The order is read where the engine hands each answer to the HTTP layer, on its own event
+    loop: the order the client threads wake up in is the machine's, not the engine's.
+    """
+    answered: list[str] = []
+    generate = engine.generate
+
+    async def recording(body: Any) -> Any:
+        result = await generate(body)
+        answered.append(result.body["meta_info"]["id"])
+        return result
+
+    engine.generate = recording  # type: ignore[method-assign]
 
     def post(rid: str) -> None:
         body = {"rid": rid, "input_ids": [9707, 11], "sampling_params": {"max_new_tokens": 2}}
         with httpx.Client(base_url=base_url, timeout=GUARD_S) as http:
             assert http.post("/generate", json=body).status_code == 200
-        with lock:
-            finished.append(rid)
 
     threads = []
     for position in range(count):
@@ -85,16 +106,20 @@ def _post_in_turn(base_url: str, count: int, engine: LoopbackEngine) -> list[str
         thread.start()
         threads.append(thread)
         deadline = time.monotonic() + GUARD_S
-        while engine.held_calls <= position:
+        # The last call completes the burst, which then goes at once: nothing to wait for.
+        while position < count - 1 and engine.held_calls <= position:
             assert time.monotonic() < deadline, "the engine never held the call"
             time.sleep(0.002)
     for thread in threads:
         thread.join(GUARD_S)
-    return finished
+    return answered
 
 
 def test_the_engine_answers_a_reversed_burst_last_arrival_first(serve: ServeFactory) -> None:
-    plan = FaultPlan(completion_order="reversed", order_quiet_s=0.3, order_step_s=0.05)
+    # The burst closes at its fourth call (see the gate tests above for why not by quiet).
+    plan = FaultPlan(
+        completion_order="reversed", order_quiet_s=3600.0, order_step_s=0.05, order_max_burst=4
+    )
     with serve(faults=plan) as running:
         finished = _post_in_turn(running.base_url, 4, running.engine)
     assert finished == ["call-3", "call-2", "call-1", "call-0"]
