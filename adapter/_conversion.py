@@ -476,13 +476,14 @@ class ConvertedGroup:
         return [rollout[-1] for rollout in self.per_trace if rollout]
 
     @property
-    def nested(self) -> list[Any]:
-        """The group as Miles' output holds it: flat while every rollout is one sample, else
-        one list per rollout (Miles requires the siblings of a rollout in a list of their own,
-        at depth 2 of the output, sharing one ``rollout_id``)."""
-        if all(len(rollout) <= 1 for rollout in self.per_trace):
-            return self.samples
+    def rollouts(self) -> list[list[Any]]:
+        """One list per rollout that has samples: its siblings in branch order."""
         return [list(rollout) for rollout in self.per_trace if rollout]
+
+    @property
+    def has_siblings(self) -> bool:
+        """Whether a rollout of the group has more than one sample."""
+        return any(len(rollout) > 1 for rollout in self.per_trace)
 
     @property
     def complete(self) -> bool:
@@ -492,6 +493,20 @@ class ConvertedGroup:
     def drop_reason(self) -> str | None:
         """Why training should drop this group (None: keep it)."""
         return None if self.complete else DROP_EMPTY_TRACE
+
+
+def training_output(groups: Sequence[ConvertedGroup]) -> list[list[Any]]:
+    """A training call's groups as Miles' output holds them.
+
+    Flat lists of samples while no rollout of the call has siblings. Otherwise every group is
+    one list per rollout, a one-branch rollout included: Miles wants the siblings of a rollout
+    in a list of their own (at depth 2, sharing one ``rollout_id``), and its manager flattens
+    the output a whole level at a time while the first item is a list, so a call whose groups
+    nest to different depths would leave lists among the samples it trains on.
+    """
+    if any(group.has_siblings for group in groups):
+        return [group.rollouts for group in groups]
+    return [group.samples for group in groups]
 
 
 def convert_group(

@@ -12,7 +12,8 @@ runs them against real episodes:
 * sample ``group_index`` is the task's stream offset and ``index`` is
   ``offset * n_samples_per_prompt + k``, so the output is byte-identical whatever the timing;
   with the ``siblings`` branch policy ``rollout_id`` is that same number on every sample of the
-  rollout, and a group with several samples for one rollout holds one list per rollout.
+  rollout; once a rollout of the call has several samples, every group holds one list per
+  rollout (all groups nest alike, as Miles' manager flattens them level by level).
 
 :class:`TaskStream` keeps the cursor across calls and persists it under ``--save``, so a run
 resumed at rollout ``k`` continues exactly where the uninterrupted run would.
@@ -36,6 +37,7 @@ from miles_verifiers._conversion import (
     convert_group,
     looks_like_contract_breach,
     looks_like_engine_abort,
+    training_output,
 )
 from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error
 from miles_verifiers._errors import RolloutCallError, SetupError, is_unsupported_request
@@ -168,11 +170,6 @@ class Judged:
     def samples(self) -> list[Any]:
         """Every sample of the group, siblings included."""
         return self.group.samples if self.group is not None else []
-
-    @property
-    def output(self) -> list[Any]:
-        """The group as the training output holds it (see :attr:`ConvertedGroup.nested`)."""
-        return self.group.nested if self.group is not None else []
 
 
 @dataclass(frozen=True)
@@ -420,7 +417,7 @@ async def train_rollout(
             url=prefill_url(),
             sampling_params=prefill_sampling,
         )
-    groups = [j.output for j in accepted]
+    groups = training_output([j.group or ConvertedGroup(()) for j in accepted])
 
     consumed_drops: Counter[str] = Counter(
         reason for o in settlement.dropped if (reason := dispatcher.judged[o].reason)

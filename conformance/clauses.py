@@ -88,7 +88,8 @@ CLAUSES: Final = MappingProxyType(
         "BR-4": "Under the siblings branch policy (the default with a Miles whose Sample has "
         "rollout_id), a multi-branch trace becomes one sample per trainable branch, nested as "
         "one list per rollout in its task's group, the siblings sharing a non-None rollout_id "
-        "and one reward.",
+        "and one reward; every group of the call nests alike, so Miles' manager, flattening "
+        "the output a level at a time, gets samples only.",
         "BR-5": "No sampled token is trained twice: a sampled turn several branches of a "
         "rollout hold has loss mask 1 in one sibling only.",
         "BR-6": "Each sibling's tokens, loss mask and logprobs are exact against the engine's "

@@ -18,6 +18,7 @@ from miles_verifiers._conversion import (
     convert_group,
     trace_to_sample,
     trace_to_samples,
+    training_output,
 )
 from miles_verifiers._episodes import GroupRun
 from miles_verifiers._hooks import MilesHooks, RewardModel
@@ -31,6 +32,7 @@ from miles_verifiers._training import (
     judge_group,
 )
 from miles_verifiers._workers.records import TraceRecord, TraceView, trace_record
+from miles_verifiers_testkit.miles import flatten
 
 SIBLINGS = BranchPolicy.SIBLINGS
 
@@ -206,17 +208,35 @@ def test_a_group_nests_one_list_per_rollout_once_a_rollout_has_siblings(
     group = convert_group(
         [two_turn_trace, compacted], group_index=1, first_index=2, policy=SIBLINGS
     )
-    nested = group.nested
+    (nested,) = training_output([group])
     assert [[s.rollout_id for s in rollout] for rollout in nested] == [[2], [3, 3]]
     assert [s.rollout_id for s in group.representatives] == [2, 3]
     assert group.representatives[1] is nested[1][-1]
 
 
-def test_a_group_without_siblings_stays_flat(two_turn_trace, single_turn_trace):
+def test_a_call_without_siblings_keeps_its_groups_flat(two_turn_trace, single_turn_trace):
     group = convert_group(
         [two_turn_trace, single_turn_trace], group_index=0, first_index=0, policy=SIBLINGS
     )
-    assert group.nested == group.samples and len(group.nested) == 2
+    assert training_output([group]) == [group.samples] and len(group.samples) == 2
+
+
+@pytest.mark.parametrize("branching_first", [False, True])
+def test_once_a_rollout_has_siblings_every_group_of_the_call_nests_per_rollout(
+    compacted, two_turn_trace, single_turn_trace, branching_first
+):
+    plain = convert_group(
+        [two_turn_trace, single_turn_trace], group_index=0, first_index=0, policy=SIBLINGS
+    )
+    branching = convert_group([compacted], group_index=1, first_index=2, policy=SIBLINGS)
+    groups = [branching, plain] if branching_first else [plain, branching]
+
+    output = training_output(groups)
+
+    assert output == [g.rollouts for g in groups]
+    assert [len(r) for r in plain.rollouts] == [1, 1]
+    samples = flatten(output)  # as Miles' manager flattens it, a level at a time
+    assert all(isinstance(s, Sample) for s in samples) and len(samples) == 4
 
 
 def test_an_evaluation_entry_holds_the_last_branch_with_all_its_sampled_tokens(
@@ -298,7 +318,8 @@ def test_the_dynamic_filter_sees_one_sample_per_rollout(compacted, two_turn_trac
 
     verdict = _judge(MilesHooks(dynamic_filter=dynamic_filter), two_turn_trace, compacted)
     assert seen == [[6, 7]]
-    assert [len(r) if isinstance(r, list) else 1 for r in verdict.output] == [1, 2]
+    assert verdict.group is not None
+    assert [len(r) for r in verdict.group.rollouts] == [1, 2]
 
 
 def test_a_reward_model_scoring_branches_apart_stops_the_call(compacted, two_turn_trace):

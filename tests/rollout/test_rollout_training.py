@@ -334,14 +334,15 @@ def test_multi_branch_rollouts_train_as_siblings_nested_one_list_per_rollout(
     groups = train(fn, 0, miles_loop).samples
 
     assert [len(group) for group in groups] == [2, 2, 2]  # n rollouts per group
-    flat_group, nested, after = groups
-    assert all(not isinstance(s, list) for s in flat_group + after)
+    before, nested, after = groups
     for k, rollout in enumerate(nested):
         assert [s.rollout_id for s in rollout] == [2 + k, 2 + k]
         assert len({s.reward for s in rollout}) == 1
         assert [s.metadata["verifiers"]["branch"]["number"] for s in rollout] == [0, 1]
         assert all(s.group_index == 1 and s.loss_mask[0] == 1 for s in rollout)
-    assert [s.rollout_id for s in flat_group] == [0, 1]
+    # The groups without siblings nest alike, one list per rollout, for Miles' flattening.
+    assert [[s.rollout_id for s in rollout] for rollout in before] == [[0], [1]]
+    assert [[s.rollout_id for s in rollout] for rollout in after] == [[4], [5]]
 
 
 def test_a_thinking_user_simulator_dialogue_trains_one_sibling_per_turn(
