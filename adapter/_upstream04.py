@@ -51,7 +51,7 @@ class LentTransport:
 
     @property
     def base_url(self) -> httpx.URL:
-        return self._transport.base_url  # type: ignore[no-any-return]
+        return self._transport.base_url
 
     async def get(self, path: str, **options: Any) -> Any:
         return await self._transport.get(path, **options)

@@ -324,6 +324,6 @@ class Episodes04:
         failure = run.failure if run.failure in ("episode_error", "episode_timeout") else None
         return GroupResult(
             traces=list(run.traces),
-            failure=failure,  # type: ignore[arg-type]
+            failure=failure,
             error=run.error,
         )

@@ -146,7 +146,7 @@ class WorkerHandler:
 
     async def handle(self, body: Any) -> ReplyBody:
         if self._runner is not None:
-            return await self._runner.handle(body)  # type: ignore[no-any-return]
+            return await self._runner.handle(body)
         if isinstance(body, WorkerSetup):
             if self._built is None:
                 self._built = await asyncio.to_thread(self._builder, body)
