@@ -1,7 +1,8 @@
 """Every non-public piece of Verifiers 0.4 the episode worker relies on, in one module.
 
 Like :mod:`miles_verifiers._upstream` (the 0.2.0 list), no other module touches these; each
-entry has a test in ``tests/workers04/test_upstream04.py`` that runs where 0.4.0 is installed.
+entry has a test in ``tests/workers/test_upstream04.py``, run by a worker interpreter with 0.4.0
+(``tox -e verifiers04``).
 Upstream imports happen inside the functions.
 
 verifiers 0.4.0
