@@ -86,7 +86,7 @@ class TraceRecord(_Record):
     # Added for Verifiers >= 0.3 workers (protocol 2 minor additions; older trainers ignore
     # them, older workers leave the defaults). The agent seat that played the trace and
     # whether it trains the policy (the worker sends only trainable ones for samples).
-    agent: str | None = None
+    agent_name: str | None = None
     agent_trainable: bool = True
     # "ok", "error" or "timeout" as the worker's Verifiers judged the trace; None: not told.
     status: str | None = None

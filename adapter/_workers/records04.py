@@ -96,7 +96,7 @@ def trace_record04(trace: Any, prefix_cache: Callable[[str], Any] | None = None)
             if usage is not None
             else None
         ),
-        agent=getattr(agent, "name", None),
+        agent_name=getattr(agent, "name", None),
         agent_trainable=bool(getattr(agent, "trainable", True)),
         status=trace_status(trace),
         unscored=sorted(name for name, r in trace.rewards.items() if r is None),
