@@ -77,6 +77,57 @@ SUPPORTED_VERSIONS: tuple[VersionRule, ...] = (
 )
 
 
+# What an episode worker (its own interpreter, MILES_VERIFIERS_EPISODE_WORKER_PYTHON) may run
+# instead: the >= 0.3 V1 API (Env, slots, run_slot), driven by miles_verifiers._workers.episodes04.
+# Never accepted in the trainer's process: 0.4 needs openai>=2.54, SGLang pins openai 2.8.
+WORKER_VERSIONS_04: tuple[VersionRule, ...] = (
+    VersionRule(
+        distribution="verifiers",
+        minimum="0.4.0",
+        below="0.4.1",
+        too_old="0.3.x changed the V1 API again in 0.4.0 (errors, branch trainability); the "
+        "episode worker drives 0.4.0 only",
+        too_new="only 0.4.0 has been checked against the episode worker: the V1 API has "
+        "changed in every release so far",
+    ),
+    VersionRule(
+        distribution="renderers",
+        minimum="0.1.12",
+        below="0.2",
+        too_old="verifiers 0.4.0 calls renderers' generate with process_multimodal, added in 0.1.12",
+        too_new="0.2 is an untested major change of the renderer API verifiers 0.4.0 calls",
+    ),
+    VersionRule(
+        distribution="mcp",
+        minimum="2.0.0",
+        below="2.1",
+        too_old="verifiers 0.4.0 requires mcp 2.0.0 exactly",
+        too_new="verifiers 0.4.0 requires mcp 2.0.0 exactly",
+    ),
+)
+
+# The first Verifiers release whose V1 API is Env/slots/run_slot rather than Environment/Episode.
+SLOTS_API_FROM = "0.3"
+
+
+def uses_slots_api(verifiers_version: str | None) -> bool:
+    """True when ``verifiers_version`` is 0.3 or newer (the Env/slots/run_slot V1 API); False
+    for 0.2.x, for an unreadable version and when Verifiers is not installed (the 0.2 path and
+    its own gate then report it)."""
+    if verifiers_version is None:
+        return False
+    try:
+        version = Version(verifiers_version)
+    except InvalidVersion:
+        return False
+    return Version(version.base_version) >= Version(SLOTS_API_FROM)
+
+
+def worker_rules(verifiers_version: str | None) -> tuple[VersionRule, ...]:
+    """The version rules an episode worker checks: 0.4's for a >= 0.3 Verifiers, else 0.2's."""
+    return WORKER_VERSIONS_04 if uses_slots_api(verifiers_version) else SUPPORTED_VERSIONS
+
+
 @dataclass(frozen=True)
 class VersionProblem:
     distribution: str

@@ -83,6 +83,15 @@ class TraceRecord(_Record):
     # The adapter's error class code when the error is one of ours (see _errors.trace_code).
     error_code: str | None = None
     prefix_cache: PrefixCacheRecord | None = None
+    # Added for Verifiers >= 0.3 workers (protocol 2 minor additions; older trainers ignore
+    # them, older workers leave the defaults). The agent seat that played the trace and
+    # whether it trains the policy (the worker sends only trainable ones for samples).
+    agent_name: str | None = None
+    agent_trainable: bool = True
+    # "ok", "error" or "timeout" as the worker's Verifiers judged the trace; None: not told.
+    status: str | None = None
+    # Rewards Verifiers left unscored (None): the worker fails such a group as a whole.
+    unscored: list[str] = []
 
 
 # -- trace -> record (worker side) ----------------------------------------------------------------

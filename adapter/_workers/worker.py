@@ -99,11 +99,29 @@ def build(setup: WorkerSetup) -> _Built:
     )
 
 
-class WorkerHandler:
-    """Answers one worker's requests; every call it serves is keyed by its call id."""
+def slots_api_runner() -> Any | None:
+    """The runner for Verifiers >= 0.3 (Env / slots / run_slot) when that is what this
+    worker's interpreter has installed; None for 0.2.0, which this module runs itself."""
+    from miles_verifiers._versions import installed_versions, uses_slots_api
 
-    def __init__(self, builder: Callable[[WorkerSetup], _Built] = build) -> None:
+    if not uses_slots_api(installed_versions(["verifiers"])["verifiers"]):
+        return None
+    from miles_verifiers._workers.episodes04 import Episodes04
+
+    return Episodes04()
+
+
+class WorkerHandler:
+    """Answers one worker's requests; every call it serves is keyed by its call id.
+
+    With the default builder, a worker whose Verifiers is 0.3 or newer hands every request
+    to :func:`slots_api_runner`'s runner instead (same protocol, the >= 0.3 API)."""
+
+    def __init__(
+        self, builder: Callable[[WorkerSetup], _Built] = build, runner: Any | None = None
+    ) -> None:
         self._builder = builder
+        self._runner = runner if runner is not None or builder is not build else slots_api_runner()
         self._built: _Built | None = None
         self._calls: dict[str, _Call] = {}
         self._router_drops_warned: set[str] = set()  # warned once per worker
@@ -127,6 +145,8 @@ class WorkerHandler:
         return Reply(id=request.id, body=body).model_dump_json().encode()
 
     async def handle(self, body: Any) -> ReplyBody:
+        if self._runner is not None:
+            return await self._runner.handle(body)
         if isinstance(body, WorkerSetup):
             if self._built is None:
                 self._built = await asyncio.to_thread(self._builder, body)
@@ -169,11 +189,16 @@ class WorkerHandler:
 
     async def end_call(self, call_id: str) -> None:
         """Cancel the call's leftover episodes, abort its requests, release its environment."""
+        if self._runner is not None:
+            await self._runner.end_call(call_id)
+            return
         call = self._calls.pop(call_id, None)
         if call is not None:
             await call.scope.__aexit__(None, None, None)
 
     async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.close()
         for call_id in list(self._calls):
             await self.end_call(call_id)
 

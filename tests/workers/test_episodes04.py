@@ -1,0 +1,312 @@
+"""The Verifiers 0.4 episode worker's own logic, on stand-ins shaped like 0.4 objects.
+
+Which runner a worker uses follows its Verifiers version; a 0.4 trace becomes the same record the
+0.2.0 worker sends; a group that cannot be trained as it is comes back failed with a named
+error; the transport loan is what the wrapped client resolution hands out. (Episodes against
+the real 0.4.0 wheel run in ``tox -e verifiers04``.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from miles_verifiers._upstream04 import CallEndedError, TransportLoans, _hooked
+from miles_verifiers._versions import (
+    SUPPORTED_VERSIONS,
+    WORKER_VERSIONS_04,
+    check_versions,
+    uses_slots_api,
+    worker_rules,
+)
+from miles_verifiers._workers.episodes04 import (
+    EPISODE_ERROR,
+    TRAINABLE_COUNT_ERROR,
+    UNSCORED_ERROR,
+    judge_episodes,
+)
+from miles_verifiers._workers.protocol import Done
+from miles_verifiers._workers.records import TraceRecord, TraceView
+from miles_verifiers._workers.records04 import NOT_OK_ERROR, trace_record04
+from miles_verifiers._workers.worker import WorkerHandler
+
+# -- stand-ins ----------------------------------------------------------------------------------
+
+
+def node(tokens: list[int], mask: list[bool], logprobs: list[float]) -> Any:
+    return SimpleNamespace(token_ids=tokens, mask=mask, logprobs=logprobs)
+
+
+def branch(nodes: list[Any], *, trainable: bool = True) -> Any:
+    token_ids = [t for n in nodes for t in n.token_ids]
+    spread: list[float] = []
+    for n in nodes:
+        values = iter(n.logprobs)
+        spread += [next(values) if m else 0.0 for m in n.mask]
+    return SimpleNamespace(
+        index=0, nodes=nodes, token_ids=token_ids, logprobs=spread, trainable=trainable
+    )
+
+
+def trace(
+    *,
+    ok: bool = True,
+    rewards: dict[str, Any] | None = None,
+    errors: list[Any] | None = None,
+    agent: str = "agent",
+    trainable: bool = True,
+    trace_id: str = "t0",
+) -> Any:
+    prompt = node([1, 2, 3], [False, False, False], [])
+    reply = node([4, 5], [True, True], [-0.5, -0.25])
+    rewards = {"correct": SimpleNamespace(score=1.0, weight=2.0)} if rewards is None else rewards
+    errors = errors or []
+    return SimpleNamespace(
+        id=trace_id,
+        task=SimpleNamespace(type="ArithTask", data=SimpleNamespace(idx=3, prompt="q", answer="7")),
+        nodes=[prompt, reply],
+        branches=[branch([prompt, reply])],
+        rewards=rewards,
+        metrics={"answered": 1.0, "skipped": None},
+        reward=sum(r.score * r.weight for r in rewards.values() if r is not None),
+        num_turns=1,
+        num_output_tokens=2,
+        num_total_tokens=5,
+        stop_condition="agent_completed" if ok else "provider_error",
+        is_truncated=False,
+        last_reply="<answer>7</answer>",
+        last_error=errors[-1] if errors else None,
+        ok=ok,
+        is_timeout=False,
+        agent=SimpleNamespace(name=agent, trainable=trainable),
+    )
+
+
+def error(kind: str = "ProviderError", message: str = "boom") -> Any:
+    return SimpleNamespace(type=kind, message=message, traceback=None)
+
+
+def episode(*traces: Any, errors: list[Any] | None = None, is_timeout: bool = False) -> Any:
+    return SimpleNamespace(
+        traces=list(traces),
+        errors=errors or [],
+        is_timeout=is_timeout,
+        task=SimpleNamespace(data=SimpleNamespace(idx=3)),
+    )
+
+
+# -- which runner -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "0.3.1", "0.4.0", "0.4.1.dev3", "1.0"])
+def test_verifiers_from_0_3_uses_the_slots_api(version):
+    assert uses_slots_api(version)
+    assert worker_rules(version) is WORKER_VERSIONS_04
+
+
+@pytest.mark.parametrize("version", ["0.2.0", "0.2.1", "not-a-version", None])
+def test_verifiers_0_2_or_unknown_keeps_the_0_2_path(version):
+    assert not uses_slots_api(version)
+    assert worker_rules(version) is SUPPORTED_VERSIONS
+
+
+def test_the_0_4_worker_stack_passes_its_gate():
+    found = {"verifiers": "0.4.0", "renderers": "0.1.12", "mcp": "2.0.0"}
+    assert check_versions(found, WORKER_VERSIONS_04) == []
+
+
+@pytest.mark.parametrize("verifiers", ["0.3.1", "0.4.1", "0.5.0"])
+def test_the_0_4_worker_refuses_other_verifiers_with_the_reason(verifiers):
+    found = {"verifiers": verifiers, "renderers": "0.1.12", "mcp": "2.0.0"}
+    [problem] = check_versions(found, WORKER_VERSIONS_04)
+    assert problem.distribution == "verifiers" and "0.4.0" in problem.reason
+
+
+def test_a_0_4_trainer_side_process_is_still_refused_by_the_in_process_gate():
+    found = {"verifiers": "0.4.0", "renderers": "0.1.12", "mcp": "2.0.0"}
+    problems = check_versions(found)
+    assert "verifiers" in {p.distribution for p in problems}
+    [verifiers] = [p for p in problems if p.distribution == "verifiers"]
+    assert "MILES_VERIFIERS_EPISODE_WORKER_PYTHON" in verifiers.fix
+
+
+class _Runner:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.ended: list[str] = []
+
+    async def handle(self, body: Any) -> Any:
+        self.seen.append(body)
+        return Done()
+
+    async def end_call(self, call_id: str) -> None:
+        self.ended.append(call_id)
+
+    async def close(self) -> None:
+        self.ended.append("*")
+
+
+def test_a_worker_with_a_slots_runner_hands_it_every_request():
+    runner = _Runner()
+    handler = WorkerHandler(runner=runner)
+    body = SimpleNamespace(kind="anything")
+    assert isinstance(asyncio.run(handler.handle(body)), Done)
+    asyncio.run(handler.end_call("c1"))
+    assert runner.seen == [body] and runner.ended == ["c1"]
+
+
+def test_a_worker_on_verifiers_0_2_has_no_slots_runner():
+    assert WorkerHandler()._runner is None  # this environment runs verifiers 0.2.0
+
+
+# -- traces to records --------------------------------------------------------------------------
+
+
+def test_a_0_4_trace_becomes_the_record_the_trainer_reads():
+    record = trace_record04(trace())
+    [only] = record.branches
+    assert only.token_ids == [1, 2, 3, 4, 5]
+    assert [m for n in only.nodes for m in n.mask] == [False, False, False, True, True]
+    assert only.logprobs == [0.0, 0.0, 0.0, -0.5, -0.25]
+    assert only.num_turns == 1  # sampled nodes (0.4 has no Branch.num_turns)
+    assert record.rewards == {"correct": 1.0} and record.reward == 2.0
+    assert record.metrics == {"answered": 1.0}  # unscored metrics are left out
+    assert (record.agent_name, record.agent_trainable, record.status) == ("agent", True, "ok")
+    assert record.error is None and record.unscored == []
+
+
+def test_the_record_survives_the_protocol_and_reads_like_a_trace():
+    record = TraceRecord.model_validate_json(trace_record04(trace()).model_dump_json())
+    view = TraceView(record)
+    assert view.branches[0].sampled_mask == [False, False, False, True, True]
+    assert not view.has_error and view.reward == 2.0
+
+
+def test_a_trace_not_ok_without_an_error_still_carries_one():
+    record = trace_record04(trace(ok=False))
+    assert record.error is not None and record.error.type == NOT_OK_ERROR
+    assert record.status == "error"
+
+
+def test_a_recorded_error_is_the_latest_one():
+    record = trace_record04(trace(ok=False, errors=[error("A"), error("ProviderError", "late")]))
+    assert record.error is not None
+    assert (record.error.type, record.error.message) == ("ProviderError", "late")
+
+
+def test_unscored_rewards_are_named_and_left_out_of_the_total():
+    record = trace_record04(trace(rewards={"correct": None}))
+    assert record.unscored == ["correct"] and record.rewards == {} and record.reward == 0.0
+
+
+def test_the_branch_trainable_flag_is_kept():
+    t = trace()
+    t.branches = [branch(t.nodes, trainable=False)]
+    assert trace_record04(t).branches[0].trainable is False
+
+
+# -- a group's verdict --------------------------------------------------------------------------
+
+
+def test_one_trainable_trace_per_slot_is_a_clean_group():
+    run = judge_episodes([episode(trace(trace_id="a")), episode(trace(trace_id="b"))])
+    assert run.failure is None and [r.id for r in run.traces] == ["a", "b"]
+
+
+def test_untrainable_agents_traces_are_not_sent():
+    user = trace(agent="user", trainable=False, trace_id="u")
+    run = judge_episodes([episode(user, trace(trace_id="a"))])
+    assert run.failure is None and [r.id for r in run.traces] == ["a"]
+
+
+def test_a_slot_with_several_trainable_traces_fails_the_group_by_name():
+    run = judge_episodes([episode(trace(trace_id="a"), trace(trace_id="b"))])
+    assert run.failure == "episode_error"
+    assert run.error is not None and run.error.type == TRAINABLE_COUNT_ERROR
+
+
+def test_a_clean_trace_with_an_unscored_reward_fails_the_group_by_name():
+    run = judge_episodes([episode(trace(rewards={"correct": None}))])
+    assert run.failure == "episode_error"
+    assert run.error is not None and run.error.type == UNSCORED_ERROR
+
+
+def test_an_errored_trace_with_unscored_rewards_is_left_to_the_trace_error_drop():
+    failed = trace(ok=False, rewards={"correct": None}, errors=[error()])
+    run = judge_episodes([episode(failed)])
+    assert run.failure is None and run.traces[0].error is not None
+
+
+def test_an_episode_hook_failure_fails_the_group_with_its_error():
+    run = judge_episodes([episode(trace(), errors=[error("EnvError", "finalize raised")])])
+    assert run.failure == "episode_error"
+    assert run.error is not None and run.error.type == EPISODE_ERROR
+    assert "finalize raised" in run.error.message
+
+
+def test_an_episode_past_its_deadline_is_an_episode_timeout():
+    run = judge_episodes([episode(trace(), errors=[error("TimeoutError")], is_timeout=True)])
+    assert run.failure == "episode_timeout"
+
+
+# -- the transport loan -------------------------------------------------------------------------
+
+
+class _Transport:
+    base_url = "http://engine/v1"
+
+    def __init__(self) -> None:
+        self.posts: list[str] = []
+        self.closed = False
+
+    async def get(self, path: str, **_: Any) -> Any:
+        return {"path": path}
+
+    async def post(self, path: str, **_: Any) -> Any:
+        self.posts.append(path)
+        return "answer"
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _client_for(config: Any) -> Any:
+    return SimpleNamespace(client="AsyncOpenAI", config=config)
+
+
+def test_a_lent_call_gets_its_transport_and_other_configs_are_untouched():
+    loans = TransportLoans()
+    transport = _Transport()
+    url, _ = loans.lend("call-1", transport)
+    resolve = _hooked(_client_for, loans)
+    ours = resolve(SimpleNamespace(base_url=url))
+    theirs = resolve(SimpleNamespace(base_url="https://judge.example/v1"))
+    assert asyncio.run(ours.client.post("/inference/v1/generate")) == "answer"
+    assert transport.posts == ["/inference/v1/generate"]
+    assert theirs.client == "AsyncOpenAI"
+
+
+def test_the_marker_address_is_a_loopback_port():
+    assert TransportLoans.marker("c").startswith("http://127.0.0.1:")
+
+
+def test_closing_the_client_leaves_the_calls_transport_open():
+    loans = TransportLoans()
+    transport = _Transport()
+    _, lent = loans.lend("call-1", transport)
+    asyncio.run(lent.close())
+    assert not transport.closed
+
+
+def test_nothing_is_sent_once_the_call_has_taken_its_transport_back():
+    loans = TransportLoans()
+    transport = _Transport()
+    url, lent = loans.lend("call-1", transport)
+    loans.take_back("call-1")
+    assert loans.find(url) is None
+    with pytest.raises(CallEndedError):
+        asyncio.run(lent.post("/inference/v1/generate"))
+    assert transport.posts == []
