@@ -4,11 +4,11 @@ the call goes on without the lost worker, and nothing a worker started is left r
 orphans included (the checks see a process reparented away from the test, see
 ``tests/workers/processes.py``).
 
-mv-dialogue (a user simulator per rollout) is not a row of its own: Verifiers starts its
+mv-dialogue (a user simulator per rollout) gets one row, SIGKILL: Verifiers starts its
 simulator through the same launcher as a tool server (a background program in a session of
 its own under the worker), and the adapter ends what a worker started the same way whatever
-it is, so its rows would take the code path of mv-tools' again. The spawner test below covers
-a process that a taskset starts by other means."""
+it is, so its other rows would take mv-tools' code path again at the file's highest cost. The
+spawner test below covers a process that a taskset starts by other means."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER_MODULE = "miles_verifiers._workers.child"
 TASKSETS = ["mv_arith", "mv_tools"]
 # Tasksets whose rollouts start processes (the tests wait until a worker has some).
-STARTS_PROCESSES = {"mv_tools"}
+STARTS_PROCESSES = {"mv_tools", "mv_dialogue"}
 # Bound on everything a lost worker or a killed trainer leaves ending (a stop's grace included).
 GONE_WITHIN_S = 60.0
 # Episodes that start processes are slow on a loaded machine: a generous deadline per call.
@@ -135,11 +135,20 @@ def kill_one_worker_mid_call(
     return victims[0], started, result
 
 
-@pytest.mark.parametrize("taskset", TASKSETS)
 @pytest.mark.parametrize(
-    "how",
-    [signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP],
-    ids=["sigterm", "sigkill", "hung"],
+    ("taskset", "how"),
+    [
+        *(
+            pytest.param(taskset, how, id=f"{name}-{taskset}")
+            for taskset in TASKSETS
+            for how, name in [
+                (signal.SIGTERM, "sigterm"),
+                (signal.SIGKILL, "sigkill"),
+                (signal.SIGSTOP, "hung"),
+            ]
+        ),
+        pytest.param("mv_dialogue", signal.SIGKILL, id="sigkill-mv_dialogue"),
+    ],
 )
 def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
     taskset: str,
