@@ -29,12 +29,14 @@ from typing import Any
 
 import httpx
 
+from miles_verifiers._errors import RolloutCallError
+
 # Where a call's marker base_url points: a loopback port nothing should listen on (TCP 9 is
 # "discard"), so a request that missed the hook fails at once and never leaves the machine.
 MARKER_HOST = "http://127.0.0.1:9"
 
 
-class CallEndedError(RuntimeError):
+class CallEndedError(RolloutCallError, RuntimeError):
     """A model request arrived after the rollout call that lent the transport had ended."""
 
 
