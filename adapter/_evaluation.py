@@ -220,7 +220,9 @@ def group_entries(
     return entries
 
 
-def _eval_reward(trace: TraceRecord, reward_key: str | None, *, strict: bool) -> float | dict[str, float]:
+def _eval_reward(
+    trace: TraceRecord, reward_key: str | None, *, strict: bool
+) -> float | dict[str, float]:
     # A clean rollout must have the reward key (a missing one is a setup error); a failed one
     # reads what it has.
     if strict:

@@ -16,8 +16,8 @@ rid prefix; wherever its episodes run, its own Verifiers environment and transpo
 training call and an evaluation call may overlap on one instance without touching each other's
 state or requests. The episodes run on one backend, assembled the same way whichever it is:
 this process (:mod:`miles_verifiers._workers.in_process`) or episode workers (local processes
-or Ray actors, :mod:`miles_verifiers._workers.pool`); every backend hands back trace records. Training calls are
-serialized: each continues the task stream where the previous one stopped.
+or Ray actors, :mod:`miles_verifiers._workers.pool`); every backend hands back trace records.
+Training calls are serialized: each continues the task stream where the previous one stopped.
 
 Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
 environment variables, or the ``settings=`` argument).

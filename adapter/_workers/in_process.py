@@ -44,9 +44,7 @@ class InProcessEpisodes:
     def _started(self, call: CallOnWorkers) -> asyncio.Task[Any]:
         start = self._starts.get(call.call_id)
         if start is None:
-            start = asyncio.ensure_future(
-                self._handler.handle(call.start_message(call.call_id))
-            )
+            start = asyncio.ensure_future(self._handler.handle(call.start_message(call.call_id)))
             start.add_done_callback(_retrieve)
             self._starts[call.call_id] = start
         return start
