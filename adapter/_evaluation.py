@@ -45,6 +45,8 @@ from miles_verifiers._conversion import (
     ConversionError,
     MultipleBranchesError,
     looks_like_engine_abort,
+    serialize_prompt,
+    task_label,
     trace_reward,
     trace_to_sample,
 )
@@ -58,7 +60,6 @@ from miles_verifiers._metrics import (
     trace_metrics,
     with_eval_prefix,
 )
-from miles_verifiers._workers.records import TaskRecord, TraceRecord, serialize_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ FAILED_EPISODES = "failed_episodes"
 
 @dataclass(frozen=True)
 class EvalSetup:
-    tasks: Sequence[TaskRecord]
+    tasks: Sequence[Any]
     n_samples_per_eval_prompt: int
     reward_key: str | None
     episode_deadline_s: float
@@ -84,7 +85,7 @@ class EvalSetup:
 @dataclass(frozen=True)
 class EvalEntry:
     sample: Any
-    trace: TraceRecord | None
+    trace: Any | None
     failed: bool
     empty: bool
 
@@ -93,7 +94,7 @@ def _status(sample_cls: Any, name: str) -> Any:
     return getattr(sample_cls.Status, name)
 
 
-def tolerant_reward(trace: TraceRecord | None, reward_key: str | None) -> float | dict[str, float]:
+def tolerant_reward(trace: Any | None, reward_key: str | None) -> float | dict[str, float]:
     """The reward of a rollout that failed: what it has, zero where a component is missing."""
     total = float(trace.reward) if trace is not None else 0.0
     if not reward_key:
@@ -107,8 +108,8 @@ def tolerant_reward(trace: TraceRecord | None, reward_key: str | None) -> float 
 def empty_sample(
     sample_cls: type,
     *,
-    task: TaskRecord,
-    trace: TraceRecord | None,
+    task: Any,
+    trace: Any | None,
     group_index: int,
     index: int,
     reward_key: str | None,
@@ -117,14 +118,13 @@ def empty_sample(
     error: str | None,
 ) -> Any:
     """The entry for a rollout with no token sequence (see the module docstring)."""
-    if trace is not None:
-        task = trace.task
+    data = trace.task.data if trace is not None else task.data
     info: dict[str, Any] = {
-        "trace_id": trace.id if trace is not None else None,
-        "task_index": task.idx,
+        "trace_id": getattr(trace, "id", None),
+        "task_index": getattr(data, "idx", None),
         "rewards": dict(trace.rewards) if trace is not None else {},
         "metrics": dict(trace.metrics) if trace is not None else {},
-        "stop_condition": trace.stop_condition if trace is not None else None,
+        "stop_condition": getattr(trace, "stop_condition", None),
         "num_turns": 0,
         "empty_trace": True,
     }
@@ -134,14 +134,14 @@ def empty_sample(
         info["episode_error"] = error
     return build_sample(
         sample_cls,
-        routing_key=trace.id if trace is not None else None,
+        routing_key=getattr(trace, "id", None),
         group_index=group_index,
         index=index,
-        prompt=serialize_prompt(task.prompt),
+        prompt=serialize_prompt(getattr(data, "prompt", None)),
         tokens=[],
         response="",
         response_length=0,
-        label=task.label,
+        label=task_label(data),
         reward=tolerant_reward(trace, reward_key),
         loss_mask=[],
         rollout_log_probs=[],
@@ -153,7 +153,7 @@ def empty_sample(
 
 def group_entries(
     run: GroupRun,
-    task: TaskRecord,
+    task: Any,
     position: int,
     setup: EvalSetup,
     weight_version: Any,
@@ -220,9 +220,7 @@ def group_entries(
     return entries
 
 
-def _eval_reward(
-    trace: TraceRecord, reward_key: str | None, *, strict: bool
-) -> float | dict[str, float]:
+def _eval_reward(trace: Any, reward_key: str | None, *, strict: bool) -> float | dict[str, float]:
     # A clean rollout must have the reward key (a missing one is a setup error); a failed one
     # reads what it has.
     if strict:
@@ -240,7 +238,7 @@ async def evaluate(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
 
-    def group(position: int, task: TaskRecord) -> Callable[[], Any]:
+    def group(position: int, task: Any) -> Callable[[], Any]:
         async def run() -> tuple[bool, list[EvalEntry]]:
             # Evaluation runs the tasks in load order: a task's slot is its index.
             result = await runner.run(position, position)

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from miles_verifiers._workers.records import TraceRecord
+from typing import Any
 
 TRAIN_PREFIX = "verifiers/"
 EVAL_PREFIX = "eval/"
@@ -65,10 +62,10 @@ class TraceSummary:
     total_tokens: int
 
 
-def summarize_trace(trace: TraceRecord) -> TraceSummary:
+def summarize_trace(trace: Any) -> TraceSummary:
     return TraceSummary(
         reward=float(trace.reward),
-        has_error=trace.error is not None,
+        has_error=bool(trace.has_error),
         is_truncated=bool(trace.is_truncated),
         num_turns=int(trace.num_turns),
         response_tokens=int(trace.num_output_tokens),

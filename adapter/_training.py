@@ -75,7 +75,6 @@ from miles_verifiers._scheduling import (
     tasks_to_dispatch,
     write_state,
 )
-from miles_verifiers._workers.records import TaskRecord
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +176,7 @@ class Judged:
 class TrainSetup:
     """What every training call of one rollout function needs (built at construction)."""
 
-    tasks: Sequence[TaskRecord]
+    tasks: Sequence[Any]
     order: TaskOrder
     n_samples_per_prompt: int
     rollout_batch_size: int
