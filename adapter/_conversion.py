@@ -10,8 +10,9 @@ it (one sample per trace), ``siblings`` makes every trainable branch a sample sh
 trace's ``rollout_id`` and reward. A sampled turn several branches share is trained in the
 first branch that holds it only; later branches keep it as context with loss mask 0.
 
-Functions here are pure over verifiers' ``Trace``/``Branch``/``MessageNode`` objects (or
-anything shaped like them) and return the contract ``Sample`` chosen by
+Functions here are pure over trace records (:class:`~miles_verifiers._workers.records.TraceRecord`
+and its branch and node records: what the episode side, in this process or a worker, made of
+Verifiers' ``Trace``) and return the contract ``Sample`` chosen by
 :mod:`miles_verifiers._contract.compat` unless a class is passed in.
 """
 
@@ -25,6 +26,12 @@ from typing import Any, cast
 from miles_verifiers._contract.compat import build_sample, contract
 from miles_verifiers._errors import RolloutCallError, recorded_error_class
 from miles_verifiers._metrics import DROP_EMPTY_TRACE
+from miles_verifiers._workers.records import (
+    BranchRecord,
+    NodeRecord,
+    TraceRecord,
+    serialize_prompt,
+)
 
 # Key under which the verifiers total reward is stored in a dict-shaped reward.
 TOTAL_REWARD_KEY = "reward"
@@ -95,7 +102,7 @@ def looks_like_contract_breach(error: Any) -> bool:
 
 
 def trace_reward(
-    trace: Any, reward_key: str | None, *, key_flag: str = "--reward-key"
+    trace: TraceRecord, reward_key: str | None, *, key_flag: str = "--reward-key"
 ) -> float | dict[str, float]:
     """The reward in the shape ``--reward-key`` asks for.
 
@@ -122,28 +129,7 @@ def trace_reward(
     return rewards
 
 
-def task_label(data: Any) -> Any:
-    """``label`` of the task data, else ``answer``, else None; numbers become strings."""
-    label = getattr(data, "label", None)
-    if label is None:
-        label = getattr(data, "answer", None)
-    if isinstance(label, (int, float)) and not isinstance(label, bool):
-        return str(label)
-    return label
-
-
-def serialize_prompt(prompt: Any) -> str | list[Any]:
-    if prompt is None:
-        return ""
-    if isinstance(prompt, (list, tuple)):
-        return [
-            m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump") else m
-            for m in prompt
-        ]
-    return prompt
-
-
-def sample_status(trace: Any, status_enum: Any, is_abort: Callable[[Any], bool]) -> Any:
+def sample_status(trace: TraceRecord, status_enum: Any, is_abort: Callable[[Any], bool]) -> Any:
     """ABORTED (engine abort) > FAILED (any other error) > TRUNCATED > COMPLETED."""
     if trace.has_error:
         return status_enum.ABORTED if is_abort(trace.error) else status_enum.FAILED
@@ -152,7 +138,7 @@ def sample_status(trace: Any, status_enum: Any, is_abort: Callable[[Any], bool])
     return status_enum.COMPLETED
 
 
-def _check_logprobs(trace_id: str, nodes: Sequence[Any]) -> None:
+def _check_logprobs(trace_id: str, nodes: Sequence[NodeRecord]) -> None:
     # Branch.logprobs fills 0.0 where a sampled node has no log-prob; a 0.0 log-prob claims
     # probability 1, so training on it would be silently wrong.
     for position, node in enumerate(nodes):
@@ -178,7 +164,7 @@ class BranchTokens:
         return len(self.tokens) - self.prompt_length
 
 
-def branch_tokens(trace_id: str, branch: Any) -> BranchTokens:
+def branch_tokens(trace_id: str, branch: BranchRecord) -> BranchTokens:
     """Split a branch at its first sampled token into prompt and response."""
     _check_logprobs(trace_id, branch.nodes)
     tokens = list(branch.token_ids)
@@ -199,14 +185,13 @@ def branch_tokens(trace_id: str, branch: Any) -> BranchTokens:
     )
 
 
-def node_keys(branch: Any) -> list[Hashable]:
+def node_keys(branch: BranchRecord) -> list[Hashable]:
     """One identity per node of ``branch``: equal keys in two branches of a trace mean the
     same node of its message graph.
 
-    A node that says its ``node_id`` (a worker record) is known by it; a Verifiers node by the
-    object itself (a trace's branches hold the very nodes of its graph). A record from a worker
-    that sends no ids falls back on the path: a node is the same as another when everything
-    from the root up to and including it is.
+    A node is known by its ``node_id``. A record from a worker that sends no ids falls back on
+    the path: a node is the same as another when everything from the root up to and including
+    it is.
     """
     keys: list[Hashable] = []
     path: Hashable = None
@@ -217,15 +202,12 @@ def node_keys(branch: Any) -> list[Hashable]:
         span = tuple(tokens[cursor : cursor + width])
         path = hash((path, span, tuple(node.mask), tuple(node.logprobs)))
         cursor += width
-        if hasattr(node, "node_id"):
-            node_id = node.node_id
-            keys.append(("node", node_id) if node_id is not None else ("path", path))
-        else:
-            keys.append(("object", id(node)))
+        node_id = node.node_id
+        keys.append(("node", node_id) if node_id is not None else ("path", path))
     return keys
 
 
-def fresh_mask(branch: Any, trained: set[Hashable]) -> list[bool]:
+def fresh_mask(branch: BranchRecord, trained: set[Hashable]) -> list[bool]:
     """The branch's sampled mask less the nodes in ``trained``; adds the rest to it."""
     mask: list[bool] = []
     for node, key in zip(branch.nodes, node_keys(branch), strict=True):
@@ -241,18 +223,18 @@ class TrainableBranch:
     """A branch to train: its position among the trace's branches and its split tokens
     (the loss mask already 0 on sampled turns an earlier branch trains)."""
 
-    branch: Any
+    branch: BranchRecord
     position: int
     split: BranchTokens
 
 
-def is_trainable(branch: Any) -> bool:
+def is_trainable(branch: BranchRecord) -> bool:
     """Verifiers marks untrainable branches (>= 0.4: an abandoned compaction attempt); older
-    versions have no such flag and every branch is trainable."""
-    return bool(getattr(branch, "trainable", True))
+    versions have no such flag and their records say every branch is trainable."""
+    return branch.trainable
 
 
-def trainable_branches(trace_id: str, branches: Sequence[Any]) -> list[TrainableBranch]:
+def trainable_branches(trace_id: str, branches: Sequence[BranchRecord]) -> list[TrainableBranch]:
     """The trainable branches in graph order, each sampled token trained once overall.
 
     A branch whose sampled turns earlier branches already train, and an untrainable branch,
@@ -289,7 +271,7 @@ def trainable_branches(trace_id: str, branches: Sequence[Any]) -> list[Trainable
 
 
 def trace_to_samples(
-    trace: Any,
+    trace: TraceRecord,
     *,
     group_index: int,
     index: int,
@@ -346,7 +328,7 @@ def trace_to_samples(
 
 
 def trace_to_sample(
-    trace: Any,
+    trace: TraceRecord,
     *,
     group_index: int,
     index: int,
@@ -388,8 +370,8 @@ def trace_to_sample(
 
 
 def _branch_sample(
-    trace: Any,
-    branch: Any,
+    trace: TraceRecord,
+    branch: BranchRecord,
     split: BranchTokens,
     *,
     group_index: int,
@@ -404,12 +386,12 @@ def _branch_sample(
     prefix_cache: Callable[[str], Any] | None,
 ) -> Any:
     cls = sample_cls if sample_cls is not None else contract().Sample
-    data = trace.task.data
+    task = trace.task
 
     info: dict[str, Any] = {
         "trace_id": trace.id,
         "branch_index": branch.index,
-        "task_index": getattr(data, "idx", None),
+        "task_index": task.idx,
         "rewards": dict(trace.rewards),
         "metrics": dict(trace.metrics),
         "stop_condition": trace.stop_condition,
@@ -428,11 +410,12 @@ def _branch_sample(
         group_index=group_index,
         index=index,
         rollout_id=rollout_id,
-        prompt=serialize_prompt(getattr(data, "prompt", None)),
+        # A list of its own per sample (hooks may edit one), as the prompt of each trace had.
+        prompt=serialize_prompt(task.prompt),
         tokens=split.tokens,
         response=trace.last_reply,
         response_length=split.response_length,
-        label=task_label(data),
+        label=task.label,
         reward=trace_reward(trace, reward_key),
         loss_mask=split.loss_mask,
         rollout_log_probs=split.rollout_log_probs,
@@ -510,7 +493,7 @@ def training_output(groups: Sequence[ConvertedGroup]) -> list[list[Any]]:
 
 
 def convert_group(
-    traces: Sequence[Any],
+    traces: Sequence[TraceRecord],
     *,
     group_index: int,
     first_index: int,

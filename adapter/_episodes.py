@@ -59,8 +59,10 @@ def rollout_seeds(base_seed: int, slot: int, samples_per_slot: int) -> list[int]
 class GroupRun:
     """What running one task's episode produced.
 
-    ``traces`` are in rollout order. When the episode itself failed (``failure`` set) they are
-    whatever traces its rollouts had reached, possibly fewer than asked for, possibly unscored.
+    ``traces`` are in rollout order: Verifiers traces on the episode side, their
+    :class:`~miles_verifiers._workers.records.TraceRecord` on the trainer side. When the episode
+    itself failed (``failure`` set) they are whatever traces its rollouts had reached, possibly
+    fewer than asked for, possibly unscored.
     """
 
     traces: tuple[Any, ...]
@@ -112,7 +114,7 @@ async def run_group(
 
 
 class GroupRunner(Protocol):
-    """Runs task groups for one call: in this process, or on episode workers."""
+    """Runs task groups for one call (``_workers.call.WorkerCallScope``, whatever the backend)."""
 
     async def run(self, slot: int, task_index: int) -> GroupRun:
         """The episode of task ``task_index`` at ``slot`` (its seeds follow the slot)."""
@@ -121,29 +123,6 @@ class GroupRunner(Protocol):
     def prefix_cache(self, trace_id: str) -> Any:
         """The engine's prefix-cache usage for a trace's requests (None: unknown)."""
         ...
-
-
-@dataclass(frozen=True)
-class InProcessGroups:
-    """The one-worker path: groups run here, in the call's :class:`CallScope`."""
-
-    scope: CallScope
-    tasks: Sequence[Any]
-    contexts_for: Callable[[int], Sequence[Any]]
-    semaphore: asyncio.Semaphore | None
-    deadline_s: float
-
-    async def run(self, slot: int, task_index: int) -> GroupRun:
-        return await run_group(
-            self.scope.environment,
-            self.tasks[task_index],
-            self.contexts_for(slot),
-            semaphore=self.semaphore,
-            deadline_s=self.deadline_s,
-        )
-
-    def prefix_cache(self, trace_id: str) -> Any:
-        return self.scope.transport.prefix_cache_usage(trace_id)
 
 
 def describe_error(error: BaseException | Any) -> str:

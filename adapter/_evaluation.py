@@ -45,8 +45,6 @@ from miles_verifiers._conversion import (
     ConversionError,
     MultipleBranchesError,
     looks_like_engine_abort,
-    serialize_prompt,
-    task_label,
     trace_reward,
     trace_to_sample,
 )
@@ -60,6 +58,7 @@ from miles_verifiers._metrics import (
     trace_metrics,
     with_eval_prefix,
 )
+from miles_verifiers._workers.records import TaskRecord, TraceRecord, serialize_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ FAILED_EPISODES = "failed_episodes"
 
 @dataclass(frozen=True)
 class EvalSetup:
-    tasks: Sequence[Any]
+    tasks: Sequence[TaskRecord]
     n_samples_per_eval_prompt: int
     reward_key: str | None
     episode_deadline_s: float
@@ -85,7 +84,7 @@ class EvalSetup:
 @dataclass(frozen=True)
 class EvalEntry:
     sample: Any
-    trace: Any | None
+    trace: TraceRecord | None
     failed: bool
     empty: bool
 
@@ -94,7 +93,7 @@ def _status(sample_cls: Any, name: str) -> Any:
     return getattr(sample_cls.Status, name)
 
 
-def tolerant_reward(trace: Any | None, reward_key: str | None) -> float | dict[str, float]:
+def tolerant_reward(trace: TraceRecord | None, reward_key: str | None) -> float | dict[str, float]:
     """The reward of a rollout that failed: what it has, zero where a component is missing."""
     total = float(trace.reward) if trace is not None else 0.0
     if not reward_key:
@@ -108,8 +107,8 @@ def tolerant_reward(trace: Any | None, reward_key: str | None) -> float | dict[s
 def empty_sample(
     sample_cls: type,
     *,
-    task: Any,
-    trace: Any | None,
+    task: TaskRecord,
+    trace: TraceRecord | None,
     group_index: int,
     index: int,
     reward_key: str | None,
@@ -118,13 +117,14 @@ def empty_sample(
     error: str | None,
 ) -> Any:
     """The entry for a rollout with no token sequence (see the module docstring)."""
-    data = trace.task.data if trace is not None else task.data
+    if trace is not None:
+        task = trace.task
     info: dict[str, Any] = {
-        "trace_id": getattr(trace, "id", None),
-        "task_index": getattr(data, "idx", None),
+        "trace_id": trace.id if trace is not None else None,
+        "task_index": task.idx,
         "rewards": dict(trace.rewards) if trace is not None else {},
         "metrics": dict(trace.metrics) if trace is not None else {},
-        "stop_condition": getattr(trace, "stop_condition", None),
+        "stop_condition": trace.stop_condition if trace is not None else None,
         "num_turns": 0,
         "empty_trace": True,
     }
@@ -134,14 +134,14 @@ def empty_sample(
         info["episode_error"] = error
     return build_sample(
         sample_cls,
-        routing_key=getattr(trace, "id", None),
+        routing_key=trace.id if trace is not None else None,
         group_index=group_index,
         index=index,
-        prompt=serialize_prompt(getattr(data, "prompt", None)),
+        prompt=serialize_prompt(task.prompt),
         tokens=[],
         response="",
         response_length=0,
-        label=task_label(data),
+        label=task.label,
         reward=tolerant_reward(trace, reward_key),
         loss_mask=[],
         rollout_log_probs=[],
@@ -153,7 +153,7 @@ def empty_sample(
 
 def group_entries(
     run: GroupRun,
-    task: Any,
+    task: TaskRecord,
     position: int,
     setup: EvalSetup,
     weight_version: Any,
@@ -220,7 +220,9 @@ def group_entries(
     return entries
 
 
-def _eval_reward(trace: Any, reward_key: str | None, *, strict: bool) -> float | dict[str, float]:
+def _eval_reward(
+    trace: TraceRecord, reward_key: str | None, *, strict: bool
+) -> float | dict[str, float]:
     # A clean rollout must have the reward key (a missing one is a setup error); a failed one
     # reads what it has.
     if strict:
@@ -238,7 +240,7 @@ async def evaluate(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
 
-    def group(position: int, task: Any) -> Callable[[], Any]:
+    def group(position: int, task: TaskRecord) -> Callable[[], Any]:
         async def run() -> tuple[bool, list[EvalEntry]]:
             # Evaluation runs the tasks in load order: a task's slot is its index.
             result = await runner.run(position, position)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from miles_verifiers._workers.records import TraceRecord
 
 TRAIN_PREFIX = "verifiers/"
 EVAL_PREFIX = "eval/"
@@ -62,10 +65,10 @@ class TraceSummary:
     total_tokens: int
 
 
-def summarize_trace(trace: Any) -> TraceSummary:
+def summarize_trace(trace: TraceRecord) -> TraceSummary:
     return TraceSummary(
         reward=float(trace.reward),
-        has_error=bool(trace.has_error),
+        has_error=trace.error is not None,
         is_truncated=bool(trace.is_truncated),
         num_turns=int(trace.num_turns),
         response_tokens=int(trace.num_output_tokens),

@@ -11,10 +11,13 @@ sample counts, the sampling seeds), then it builds the renderer pool (the tokeni
 nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
 read from ``args`` at call time).
 
-Each call runs in its own :class:`~miles_verifiers._episodes.CallScope` (its own Verifiers
-environment, transport and rid prefix), so a training call and an evaluation call may overlap
-on one instance without touching each other's state or requests. Training calls are
-serialized: each continues the task stream where the previous one stopped.
+Each call runs in its own :class:`~miles_verifiers._workers.call.WorkerCallScope` (its own
+rid prefix; wherever its episodes run, its own Verifiers environment and transport there), so a
+training call and an evaluation call may overlap on one instance without touching each other's
+state or requests. The episodes run on one backend, assembled the same way whichever it is:
+this process (:mod:`miles_verifiers._workers.in_process`) or episode workers (local processes
+or Ray actors, :mod:`miles_verifiers._workers.pool`); every backend hands back trace records.
+Training calls are serialized: each continues the task stream where the previous one stopped.
 
 Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
 environment variables, or the ``settings=`` argument).
@@ -43,15 +46,7 @@ from miles_verifiers import _construction as construction
 from miles_verifiers._contract.compat import Contract, contract, sample_field_names
 from miles_verifiers._conversion import BranchPolicy
 from miles_verifiers._engine_settings import engine_url_from_args, sampling_config_values
-from miles_verifiers._episodes import (
-    CallScope,
-    CleanupLimits,
-    EnvironmentPool,
-    GroupRunner,
-    InProcessGroups,
-    new_rid_prefix,
-    rollout_seeds,
-)
+from miles_verifiers._episodes import CleanupLimits, new_rid_prefix, rollout_seeds
 from miles_verifiers._errors import SetupError
 from miles_verifiers._evaluation import EvalSetup, evaluate
 from miles_verifiers._hooks import MilesHooks
@@ -60,8 +55,8 @@ from miles_verifiers._runner.loop import BackgroundLoop
 from miles_verifiers._scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
 from miles_verifiers._state_dir import claim as claim_state_dir
 from miles_verifiers._training import TaskStream, TrainSetup, train_rollout
-from miles_verifiers._workers.protocol import Description, RendererSpecModel
-from miles_verifiers._workers.records import task_view
+from miles_verifiers._workers.call import EpisodeBackend, WorkerCallScope
+from miles_verifiers._workers.protocol import Description, RendererSpecModel, WorkerSetup
 
 logger = logging.getLogger(__name__)
 
@@ -168,17 +163,6 @@ class AdapterSettings(BaseSettings):
 
 
 @dataclass(frozen=True)
-class _InProcessEpisodes:
-    """The episode side when it runs in this process: the loaded taskset, the Verifiers
-    environments and the renderer pool (none of it exists when workers run the episodes)."""
-
-    tasks: tuple[Any, ...]
-    environments: Any  # EnvironmentPool
-    renderer_spec: Any  # RendererSpec
-    renderer_pool: Any
-
-
-@dataclass(frozen=True)
 class _Run:
     """Everything built at construction."""
 
@@ -190,26 +174,22 @@ class _Run:
     description: Description
     renderer: RendererSpecModel
     transport: Mapping[str, Any]  # mode -> TransportSettings template
-    in_process: _InProcessEpisodes | None
+    # Builds the episode side in this process from its setup (None: workers run the episodes).
+    in_process: Callable[[WorkerSetup], Any] | None
     train: TrainSetup
     eval: EvalSetup
     settings: AdapterSettings
 
 
-def _in_process_episodes(made: Mapping[str, Any]) -> _InProcessEpisodes:
-    from verifiers.v1 import Environment
-
+def _in_process_builder(made: Mapping[str, Any]) -> tuple[Callable[[WorkerSetup], Any], Any]:
+    """The episode side's builder from what construction loaded, and its renderer pool (built
+    now: the tokenizer loads at construction, and its vocabulary bounds the engine answers)."""
     from miles_verifiers._clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers._workers.worker import assemble
 
-    spec = RendererSpec(**made["renderer"].model_dump())
-    config = made["config"]
-    loaded = made["taskset"]
-    return _InProcessEpisodes(
-        tasks=loaded.tasks,
-        environments=EnvironmentPool(lambda: Environment(config), first=loaded.environment),
-        renderer_spec=spec,
-        renderer_pool=shared_renderer_pool(spec),
-    )
+    pool = shared_renderer_pool(RendererSpec(**made["renderer"].model_dump()))
+    config, loaded = made["config"], made["taskset"]
+    return (lambda setup: assemble(setup, config, loaded, pool)), pool
 
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
@@ -235,22 +215,17 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     options: MilesOptions = made["options"]
     hooks: MilesHooks = made["hooks"]
     description: Description = made["description"]
-    in_process = (
-        _in_process_episodes(made)
-        if settings.episode_python is None
-        else None
-    )
+    in_process = None
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
-    vocab_size = (
-        getattr(in_process.renderer_pool, "vocab_size", None)
-        if in_process is not None
-        else description.vocab_size
-    )
+    vocab_size = description.vocab_size
+    if settings.episode_python is None:
+        in_process, renderer_pool = _in_process_builder(made)
+        vocab_size = getattr(renderer_pool, "vocab_size", None)
     transport = {
         mode: template.model_copy(update={"vocab_size": vocab_size})
         for mode, template in made["transport"].items()
     }
-    tasks = [task_view(record) for record in description.tasks]
+    tasks = list(description.tasks)
     first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
     train = TrainSetup(
         tasks=tasks,
@@ -293,17 +268,20 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     )
 
 
-def _episode_workers(run: _Run) -> Any:
-    """The worker pool when the episodes run in workers (none start yet)."""
+def _episode_backend(run: _Run) -> EpisodeBackend:
+    """Where the episodes run: this process, or a worker pool (no worker starts yet)."""
     settings = run.settings
     if settings.episode_worker_backend == "ray":
         from miles_verifiers._workers.ray_backend import require_ray
 
         require_ray()
-    if run.in_process is not None:
-        return None
-    from miles_verifiers._workers.setup import build_pool
+    from miles_verifiers._workers.setup import build_pool, worker_setup
 
+    if run.in_process is not None:
+        from miles_verifiers._workers.in_process import InProcessEpisodes
+        from miles_verifiers._workers.worker import WorkerHandler
+
+        return InProcessEpisodes(WorkerHandler(built=run.in_process(worker_setup(run))))
     return build_pool(run)
 
 
@@ -365,18 +343,15 @@ class VerifiersRolloutFn:
         )
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
-        self._workers = _episode_workers(self._run)
+        self._workers = _episode_backend(self._run)
         # Sampling keys the router drops, warned about once per rollout function.
         self._router_drops_warned: set[str] = set()
         # Workers are stopped on close(), when this instance is collected, and at exit.
-        self._stop_workers = (
-            weakref.finalize(self, self._workers.close) if self._workers is not None else None
-        )
+        self._stop_workers = weakref.finalize(self, self._workers.close)
 
     def close(self) -> None:
         """Release the ``--save`` directory and stop the episode workers (also done on GC)."""
-        if self._stop_workers is not None:
-            self._stop_workers()
+        self._stop_workers()
         if self._release_save is not None:
             self._release_save()
 
@@ -399,7 +374,7 @@ class VerifiersRolloutFn:
 
     # -- pieces shared by both modes
 
-    def _scope(self, mode: str) -> Any:
+    def _scope(self, mode: str) -> WorkerCallScope:
         from miles_verifiers._transport import SGLangTransport
         from miles_verifiers._transport.proxies import ensure_loopback_bypass
 
@@ -416,20 +391,8 @@ class VerifiersRolloutFn:
         run = self._run
         rid_prefix = new_rid_prefix(mode)
         settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
+        # The trainer's own transport: the served-model check and the backstop aborts.
         transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
-        if run.in_process is None:
-            return self._worker_scope(mode, rid_prefix, transport)
-        from miles_verifiers._clients import MilesTrainClient
-
-        episodes = run.in_process
-        client = MilesTrainClient(transport, episodes.renderer_pool, episodes.renderer_spec)
-        return CallScope(episodes.environments, transport, client, run.settings.cleanup)
-
-    def _worker_scope(self, mode: str, rid_prefix: str, transport: Any) -> Any:
-        from miles_verifiers._workers.call import WorkerCallScope
-
-        run = self._run
-        assert self._workers is not None
         return WorkerCallScope(
             pool=self._workers,
             call_id=rid_prefix,
@@ -442,19 +405,6 @@ class VerifiersRolloutFn:
             # The --sglang-server-concurrency bound is shared out among the workers.
             max_concurrency=math.ceil(run.options.max_concurrency / run.settings.episode_workers),
             limits=run.settings.cleanup,
-        )
-
-    def _groups(self, scope: Any, mode: str) -> GroupRunner:
-        """Who runs the call's groups: the worker scope itself, or this process."""
-        run = self._run
-        if run.in_process is None:
-            return scope  # type: ignore[no-any-return]
-        return InProcessGroups(
-            scope,
-            run.in_process.tasks,
-            self._contexts(scope, mode),
-            asyncio.Semaphore(run.options.max_concurrency),
-            run.settings.episode_timeout_s,
         )
 
     def _sampling(self, mode: str) -> Callable[[int], list[dict[str, Any]]]:
@@ -479,33 +429,6 @@ class VerifiersRolloutFn:
         aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
         await scope.transport.verify_served_model(self._run.model, aliases=aliases)
 
-    def _contexts(self, scope: CallScope, mode: str) -> Any:
-        from verifiers.v1 import ModelContext, SamplingConfig
-
-        run = self._run
-        options = run.options
-        sampling = options.train if mode == "train" else options.eval
-        n = options.n_samples_per_prompt if mode == "train" else options.n_samples_per_eval_prompt
-        shared = ModelContext(
-            model=run.model,
-            client=scope.client,
-            sampling=SamplingConfig.model_validate(sampling_config_values(sampling)),
-        )
-
-        def contexts_for(slot: int) -> list[Any]:
-            if not options.deterministic_inference:
-                return [shared] * n
-            return [
-                ModelContext(
-                    model=run.model,
-                    client=scope.client,
-                    sampling=SamplingConfig.model_validate(sampling_config_values(sampling, seed)),
-                )
-                for seed in rollout_seeds(options.rollout_seed, slot, n)
-            ]
-
-        return contexts_for
-
     # -- training
 
     async def train(self, rollout_input: Any) -> Any:
@@ -525,7 +448,7 @@ class VerifiersRolloutFn:
                     self.args,
                     start=start,
                     weight_version=weight_version,
-                    runner=self._groups(scope, "train"),
+                    runner=scope,
                     data_source=self.data_source,
                     prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
                     prefill_sampling=self._prefill_sampling(),
@@ -562,7 +485,7 @@ class VerifiersRolloutFn:
                 run.eval,
                 self.args,
                 weight_version=getattr(rollout_input, "weight_version", None),
-                runner=self._groups(scope, "eval"),
+                runner=scope,
             )
         return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 

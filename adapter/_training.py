@@ -75,6 +75,7 @@ from miles_verifiers._scheduling import (
     tasks_to_dispatch,
     write_state,
 )
+from miles_verifiers._workers.records import TaskRecord
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class Judged:
 class TrainSetup:
     """What every training call of one rollout function needs (built at construction)."""
 
-    tasks: Sequence[Any]
+    tasks: Sequence[TaskRecord]
     order: TaskOrder
     n_samples_per_prompt: int
     rollout_batch_size: int

@@ -1,9 +1,10 @@
-"""The trainer side of one rollout call whose episodes run on episode workers.
+"""The trainer side of one rollout call, whichever backend runs its episodes.
 
-:class:`WorkerCallScope` stands where :class:`~miles_verifiers._episodes.CallScope` stands for
-the in-process path: it spawns the call's group tasks and winds the call down. It also runs
-groups (``run``) by handing them to the pool, and answers the prefix-cache lookups of
-conversion from the records the workers sent.
+:class:`WorkerCallScope` spawns the call's group tasks, runs groups (``run``) by handing them
+to its :class:`EpisodeBackend` (a :class:`~miles_verifiers._workers.pool.WorkerPool` of local
+processes or Ray actors, or :class:`~miles_verifiers._workers.in_process.InProcessEpisodes`),
+answers the prefix-cache lookups of conversion from the trace records the backend returned,
+and winds the call down.
 
 Winding down cancels the group tasks still waiting, tells every worker to end the call (each
 cancels its leftover episodes and aborts its own requests, rid by rid), and then, as a
@@ -19,24 +20,44 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import httpx
 
 from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error, warn_abort_failures
 from miles_verifiers._owned_tasks import OwnedTasks
-from miles_verifiers._workers.pool import RESTARTS_SETTING, WorkerPool, WorkerRestartLimitError
+from miles_verifiers._workers.pool import RESTARTS_SETTING, CallOnWorkers, WorkerRestartLimitError
 from miles_verifiers._workers.protocol import CallStart, GroupRequest
-from miles_verifiers._workers.records import TraceView
+from miles_verifiers._workers.records import PrefixCacheRecord
 
 logger = logging.getLogger(__name__)
 
 SamplingFor = Callable[[int], Sequence[dict[str, Any]]]
 
 
+class EpisodeBackend(Protocol):
+    """Where the groups of a call run; every backend answers with trace records.
+
+    A backend starts the call where it runs a group of it first (``call.start_message`` with
+    the rid prefix it chose), ends it on ``end_call`` and stops everything on ``close``.
+    """
+
+    async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
+        """The group's run; its traces are :class:`~._workers.records.TraceRecord`."""
+        ...
+
+    async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
+        """End the call wherever it started; returns the rid prefixes it could not end."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker now (any thread; bounded)."""
+        ...
+
+
 @dataclass
 class WorkerCallScope:
-    pool: WorkerPool
+    pool: EpisodeBackend
     call_id: str
     mode: str
     transport: Any  # the trainer's own transport: model check and the backstop aborts
@@ -49,7 +70,7 @@ class WorkerCallScope:
     restarts: int = 0
     prefixes: list[str] = field(default_factory=list)
     _tasks: OwnedTasks = field(default_factory=OwnedTasks)
-    _usage: dict[str, Any] = field(default_factory=dict)
+    _usage: dict[str, PrefixCacheRecord] = field(default_factory=dict)
     _needs_backstop: bool = False
     _ended: bool = False
 
@@ -78,9 +99,8 @@ class WorkerCallScope:
             max_concurrency=self.max_concurrency,
         )
 
-    def count_restart(self) -> None:
+    def count_restart(self, bound: int) -> None:
         self.restarts += 1
-        bound = self.pool.limits.restarts_per_call
         if self.restarts > bound:
             raise WorkerRestartLimitError(
                 f"episode workers were lost {self.restarts} times in one {self.mode} call, more "
@@ -113,17 +133,13 @@ class WorkerCallScope:
         )
         run = await self.pool.run_group(self, request)
         for trace in run.traces:
-            if isinstance(trace, TraceView) and trace.record.prefix_cache is not None:
-                self._usage[trace.id] = trace.record.prefix_cache
+            if trace.prefix_cache is not None:
+                self._usage[trace.id] = trace.prefix_cache
         return run
 
-    def prefix_cache(self, trace_id: str) -> Any:
-        from miles_verifiers._transport.sessions import PrefixCacheUsage
-
-        record = self._usage.get(trace_id)
-        if record is None:
-            return None
-        return PrefixCacheUsage(record.cached_tokens, record.prompt_tokens)
+    def prefix_cache(self, trace_id: str) -> PrefixCacheRecord | None:
+        """The engine's prompt and cached-token counts for a trace (None: unknown)."""
+        return self._usage.get(trace_id)
 
     async def wind_down(self) -> None:
         """Cancel waiting groups, end the call on every worker, abort leftovers (bounded)."""

@@ -40,7 +40,6 @@ from miles_verifiers._workers.protocol import (
     WorkerSetup,
     read_reply,
 )
-from miles_verifiers._workers.records import TraceView
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ class CallOnWorkers(Protocol):
 
     def start_message(self, rid_prefix: str) -> CallStart: ...
 
-    def count_restart(self) -> None: ...
+    def count_restart(self, bound: int) -> None: ...
 
     def worker_lost(self, rid_prefix: str | None) -> None: ...
 
@@ -183,7 +182,7 @@ class WorkerPool:
                     slot.link = None
                     await self._stop(link)
                 if slot.lost:
-                    call.count_restart()
+                    call.count_restart(self.limits.restarts_per_call)
                     slot.lost = False
                 slot.generation += 1
                 slot.calls = {}
@@ -244,8 +243,7 @@ class WorkerPool:
             slot.load -= 1
         if not isinstance(body, GroupResult):
             raise WorkerRefusedError(f"{link.description} answered a group with {body.kind}")
-        failed = RemoteEpisodeError(body.error.type, body.error.message) if body.error else None
-        return GroupRun(tuple(TraceView(t) for t in body.traces), body.failure, failed)
+        return group_run(body)
 
     async def _lose(
         self,
@@ -288,6 +286,13 @@ class WorkerPool:
 
         failed = await asyncio.gather(*(end(s, link, p) for s, link, p in started))
         return [p for p in failed if p is not None]
+
+
+def group_run(result: GroupResult) -> GroupRun:
+    """A worker's answer to a group as the trainer side reads it (whichever backend ran it)."""
+    error = result.error
+    failed = RemoteEpisodeError(error.type, error.message) if error is not None else None
+    return GroupRun(tuple(result.traces), result.failure, failed)
 
 
 def kill_all(links: list[WorkerLink], *, wait: bool) -> None:

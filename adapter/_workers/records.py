@@ -1,21 +1,20 @@
-"""A Verifiers trace as a plain record, and a view of a record shaped like the trace.
+"""A Verifiers trace as a plain record: the one thing the episode side hands the trainer side.
 
 The record holds exactly what the rollout function reads from a trace: conversion to a sample
 (:mod:`miles_verifiers._conversion`), evaluation entries (:mod:`miles_verifiers._evaluation`),
 metrics (:mod:`miles_verifiers._metrics`) and the drop decisions of training. Everything is
-computed on the worker by Verifiers itself (branches, masks, log-probs, totals), so the
-trainer side never re-derives a Verifiers rule and needs no Verifiers objects.
+computed on the episode side by Verifiers itself (branches, masks, log-probs, totals), so the
+trainer side never re-derives a Verifiers rule and needs no Verifiers objects, whether the
+episodes ran in workers or in the trainer's own process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from miles_verifiers._conversion import serialize_prompt, task_label
 from miles_verifiers._errors import recorded_error_class
 
 
@@ -42,6 +41,11 @@ class BranchRecord(_Record):
     # Verifiers >= 0.4 marks branches not to train; older versions train every branch.
     trainable: bool = True
 
+    @property
+    def sampled_mask(self) -> list[bool]:
+        """Per token: did the model sample it (the nodes' masks end to end)."""
+        return [m for node in self.nodes for m in node.mask]
+
 
 class TaskRecord(_Record):
     type: str
@@ -56,9 +60,6 @@ class ErrorRecord(_Record):
     type: str
     message: str
     traceback: str | None = None
-
-    def model_dump_like_trace(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 class PrefixCacheRecord(_Record):
@@ -93,8 +94,33 @@ class TraceRecord(_Record):
     # Rewards Verifiers left unscored (None): the worker fails such a group as a whole.
     unscored: list[str] = []
 
+    @property
+    def has_error(self) -> bool:
+        return self.error is not None
 
-# -- trace -> record (worker side) ----------------------------------------------------------------
+
+# -- trace -> record (episode side) ---------------------------------------------------------------
+
+
+def task_label(data: Any) -> Any:
+    """``label`` of the task data, else ``answer``, else None; numbers become strings."""
+    label = getattr(data, "label", None)
+    if label is None:
+        label = getattr(data, "answer", None)
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        return str(label)
+    return label
+
+
+def serialize_prompt(prompt: Any) -> str | list[Any]:
+    if prompt is None:
+        return ""
+    if isinstance(prompt, (list, tuple)):
+        return [
+            m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump") else m
+            for m in prompt
+        ]
+    return prompt
 
 
 def _branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
@@ -162,116 +188,3 @@ def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -
             else None
         ),
     )
-
-
-# -- record -> view (trainer side) ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecordedError:
-    """A trace error as conversion reads it: ``type``, ``message``, ``model_dump``."""
-
-    record: ErrorRecord
-
-    @property
-    def type(self) -> str:
-        return self.record.type
-
-    @property
-    def message(self) -> str:
-        return self.record.message
-
-    @property
-    def traceback(self) -> str | None:
-        return self.record.traceback
-
-    def model_dump(self, **_: Any) -> dict[str, Any]:
-        return self.record.model_dump_like_trace()
-
-
-@dataclass(frozen=True)
-class NodeView:
-    mask: list[bool]
-    logprobs: list[float]
-    node_id: int | None = None
-
-
-@dataclass(frozen=True)
-class BranchView:
-    record: BranchRecord
-
-    @property
-    def index(self) -> int:
-        return self.record.index
-
-    @property
-    def nodes(self) -> list[NodeView]:
-        return [NodeView(n.mask, n.logprobs, n.node_id) for n in self.record.nodes]
-
-    @property
-    def trainable(self) -> bool:
-        return self.record.trainable
-
-    @property
-    def token_ids(self) -> list[int]:
-        return self.record.token_ids
-
-    @property
-    def sampled_mask(self) -> list[bool]:
-        return [m for n in self.record.nodes for m in n.mask]
-
-    @property
-    def logprobs(self) -> list[float]:
-        return self.record.logprobs
-
-    @property
-    def num_turns(self) -> int:
-        return self.record.num_turns
-
-
-@dataclass(frozen=True)
-class TaskDataView:
-    idx: Any
-    prompt: Any
-    label: Any
-
-
-@dataclass(frozen=True)
-class TaskView:
-    type: str
-    data: TaskDataView
-
-
-def task_view(record: TaskRecord) -> TaskView:
-    """A task as the trainer side reads it (``type``, ``data.idx``/``prompt``/``label``)."""
-    return TaskView(record.type, TaskDataView(record.idx, record.prompt, record.label))
-
-
-class TraceView:
-    """Read-only stand-in for a Verifiers ``Trace`` built from a :class:`TraceRecord`."""
-
-    __slots__ = ("branches", "error", "record", "task")
-
-    def __init__(self, record: TraceRecord) -> None:
-        self.record = record
-        self.task = task_view(record.task)
-        self.branches = [BranchView(b) for b in record.branches]
-        self.error = RecordedError(record.error) if record.error is not None else None
-
-    id = property(lambda self: self.record.id)
-    rewards = property(lambda self: self.record.rewards)
-    metrics = property(lambda self: self.record.metrics)
-    reward = property(lambda self: self.record.reward)
-    num_turns = property(lambda self: self.record.num_turns)
-    num_output_tokens = property(lambda self: self.record.num_output_tokens)
-    num_total_tokens = property(lambda self: self.record.num_total_tokens)
-    stop_condition = property(lambda self: self.record.stop_condition)
-    is_truncated = property(lambda self: self.record.is_truncated)
-    last_reply = property(lambda self: self.record.last_reply)
-
-    @property
-    def has_error(self) -> bool:
-        return self.error is not None
-
-    def __repr__(self) -> str:
-        return f"TraceView(id={self.record.id!r})"

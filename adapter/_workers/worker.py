@@ -1,8 +1,9 @@
-"""The worker side: owns environments, a renderer pool and one transport per call.
+"""The episode side: owns environments, a renderer pool and one transport per call.
 
-:class:`WorkerHandler` answers protocol requests. It is the same object behind both backends
-(a local child process and a Ray actor): ``handle_frame`` takes request bytes and returns
-reply bytes. Each rollout call gets its own :class:`~miles_verifiers._episodes.CallScope`
+:class:`WorkerHandler` answers protocol requests. It is the same object behind every backend:
+a local child process and a Ray actor (``handle_frame`` takes request bytes and returns reply
+bytes), and the trainer's own process (``handle`` takes the request itself, see
+:mod:`.in_process`). Each rollout call gets its own :class:`~miles_verifiers._episodes.CallScope`
 (own environment, transport with the rid prefix the trainer chose for this worker, client),
 keyed by call id, so a training and an evaluation call on one worker stay apart. Ending a call
 cancels its leftover episodes and aborts their requests on the engines.
@@ -76,9 +77,7 @@ def build(setup: WorkerSetup) -> _Built:
     Only the worker's own interpreter and packages are used (the taskset packages must be
     installed where the workers run): nothing of the trainer's import path is borrowed.
     """
-    from verifiers.v1 import Environment
-
-    from miles_verifiers._clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers._clients import shared_renderer_pool
 
     config, loaded = load_config_and_taskset(setup.config_path, setup.config_text)
     if len(loaded.tasks) != setup.expected_tasks:
@@ -87,15 +86,26 @@ def build(setup: WorkerSetup) -> _Built:
             f"{setup.expected_tasks}: the taskset differs between the two processes. Fix: "
             "install the same taskset version and data where the workers run."
         )
-    spec = RendererSpec(**setup.renderer.model_dump())
-    limits = CleanupLimits(**setup.cleanup.model_dump())
+    return assemble(setup, config, loaded, shared_renderer_pool(renderer_spec(setup)))
+
+
+def renderer_spec(setup: WorkerSetup) -> Any:
+    from miles_verifiers._clients import RendererSpec
+
+    return RendererSpec(**setup.renderer.model_dump())
+
+
+def assemble(setup: WorkerSetup, config: Any, loaded: Any, renderer_pool: Any) -> _Built:
+    """What ``setup`` builds, from a config and taskset already loaded and a renderer pool."""
+    from verifiers.v1 import Environment
+
     return _Built(
         setup,
         loaded.tasks,
         EnvironmentPool(lambda: Environment(config), first=loaded.environment),
-        shared_renderer_pool(spec),
-        spec,
-        limits,
+        renderer_pool,
+        renderer_spec(setup),
+        CleanupLimits(**setup.cleanup.model_dump()),
     )
 
 
@@ -118,11 +128,17 @@ class WorkerHandler:
     to :func:`slots_api_runner`'s runner instead (same protocol, the >= 0.3 API)."""
 
     def __init__(
-        self, builder: Callable[[WorkerSetup], _Built] = build, runner: Any | None = None
+        self,
+        builder: Callable[[WorkerSetup], _Built] = build,
+        runner: Any | None = None,
+        built: _Built | None = None,
     ) -> None:
+        """``built``: already set up (in the trainer's process), no setup message needed."""
         self._builder = builder
-        self._runner = runner if runner is not None or builder is not build else slots_api_runner()
-        self._built: _Built | None = None
+        self._built = built
+        # In-process (``built``) runs the trainer's own Verifiers, which the gate allowed: 0.2.
+        default = builder is build and built is None
+        self._runner = runner if runner is not None or not default else slots_api_runner()
         self._calls: dict[str, _Call] = {}
         self._router_drops_warned: set[str] = set()  # warned once per worker
 

@@ -1,4 +1,5 @@
-"""Verifiers traces (built with verifiers' own graph code) to Miles samples."""
+"""Verifiers traces (built with verifiers' own graph code), recorded as the episode side
+records them, to Miles samples."""
 
 from __future__ import annotations
 
@@ -16,12 +17,17 @@ from miles_verifiers._conversion import (
     convert_group,
     trace_to_sample,
 )
+from miles_verifiers._workers.records import trace_record
 
 
 def convert(trace, **kwargs) -> Sample:
     kwargs.setdefault("group_index", 0)
     kwargs.setdefault("index", 0)
-    return trace_to_sample(trace, **kwargs)
+    return trace_to_sample(trace_record(trace), **kwargs)
+
+
+def convert_traces(traces, **kwargs):
+    return convert_group([trace_record(t) for t in traces], **kwargs)
 
 
 # -- tokens, mask and log-probs -------------------------------------------------------------------
@@ -305,7 +311,7 @@ def test_abort_detection_can_be_replaced(single_turn_trace):
 
 
 def test_group_indices_follow_rollout_order(single_turn_trace, two_turn_trace):
-    group = convert_group([single_turn_trace, two_turn_trace], group_index=3, first_index=6)
+    group = convert_traces([single_turn_trace, two_turn_trace], group_index=3, first_index=6)
     assert [(s.group_index, s.index) for s in group.samples] == [(3, 6), (3, 7)]
     assert group.complete and group.drop_reason is None
 
@@ -314,7 +320,7 @@ def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
     single_turn_trace, task_data
 ):
     empty = vf.Trace(task=vf.TraceTask(type="Task", data=task_data))
-    group = convert_group(
+    group = convert_traces(
         [empty, single_turn_trace], group_index=0, first_index=0, reward_key="correct"
     )
     assert group.per_trace[0] == () and group.per_trace[1][0].index == 1

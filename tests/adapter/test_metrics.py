@@ -18,6 +18,7 @@ from miles_verifiers._metrics import (
     trace_metrics,
     with_eval_prefix,
 )
+from miles_verifiers._workers.records import trace_record
 
 
 def summary(
@@ -27,7 +28,7 @@ def summary(
 
 
 def test_trace_summary_reads_a_real_trace(two_turn_trace):
-    s = summarize_trace(two_turn_trace)
+    s = summarize_trace(trace_record(two_turn_trace))
     assert s == TraceSummary(
         reward=1.0,
         has_error=False,
@@ -124,4 +125,4 @@ def test_merge_refuses_a_metric_reported_twice():
 def test_errored_trace_counts_in_error_rate(task_data):
     trace = vf.Trace(task=vf.TraceTask(type="Task", data=task_data))
     trace.capture_error(vf.ProviderError("down"))
-    assert trace_metrics([summarize_trace(trace)])["verifiers/error_rate"] == 1.0
+    assert trace_metrics([summarize_trace(trace_record(trace))])["verifiers/error_rate"] == 1.0

@@ -1,5 +1,6 @@
 """The ``siblings`` branch policy: every trainable branch of a trace becomes a sample of its
-rollout, each sampled token trained once (traces built with verifiers' own graph code)."""
+rollout, each sampled token trained once (traces built with verifiers' own graph code, read
+as the records the episode side makes of them)."""
 
 from __future__ import annotations
 
@@ -31,16 +32,24 @@ from miles_verifiers._training import (
     check_sibling_rewards,
     judge_group,
 )
-from miles_verifiers._workers.records import TraceRecord, TraceView, trace_record
+from miles_verifiers._workers.records import TraceRecord, trace_record
 from miles_verifiers_testkit.miles import flatten
 
 SIBLINGS = BranchPolicy.SIBLINGS
 
 
+def record(trace) -> TraceRecord:
+    return trace if isinstance(trace, TraceRecord) else trace_record(trace)
+
+
 def siblings(trace, **kwargs) -> list[Sample]:
     kwargs.setdefault("group_index", 0)
     kwargs.setdefault("index", 0)
-    return trace_to_samples(trace, policy=SIBLINGS, **kwargs)
+    return trace_to_samples(record(trace), policy=SIBLINGS, **kwargs)
+
+
+def convert_traces(traces, **kwargs):
+    return convert_group([record(t) for t in traces], **kwargs)
 
 
 def layout(sample: Sample) -> tuple:
@@ -162,19 +171,12 @@ def test_a_single_branch_trace_is_one_sample_with_its_rollout_id(two_turn_trace)
 
 def test_reject_refuses_several_branches_and_sets_no_rollout_id(compacted, two_turn_trace):
     with pytest.raises(MultipleBranchesError):
-        trace_to_samples(compacted, group_index=0, index=0, policy=BranchPolicy.REJECT)
-    (sample,) = trace_to_samples(two_turn_trace, group_index=0, index=3)
+        trace_to_samples(record(compacted), group_index=0, index=0, policy=BranchPolicy.REJECT)
+    (sample,) = trace_to_samples(record(two_turn_trace), group_index=0, index=3)
     assert sample.rollout_id is None
 
 
 # -- worker records ---------------------------------------------------------------------------
-
-
-def test_a_recorded_trace_gives_the_same_siblings_as_the_trace(forked_after_a_sampled_turn):
-    view = TraceView(trace_record(forked_after_a_sampled_turn))
-    assert [layout(s) for s in siblings(view)] == [
-        layout(s) for s in siblings(forked_after_a_sampled_turn)
-    ]
 
 
 def test_a_record_from_a_worker_without_node_ids_dedups_by_path(forked_after_a_sampled_turn):
@@ -183,8 +185,8 @@ def test_a_record_from_a_worker_without_node_ids_dedups_by_path(forked_after_a_s
         for node in branch["nodes"]:
             del node["node_id"]
         del branch["trainable"]
-    view = TraceView(TraceRecord.model_validate(data))
-    assert [layout(s) for s in siblings(view)] == [
+    without_ids = TraceRecord.model_validate(data)
+    assert [layout(s) for s in siblings(without_ids)] == [
         layout(s) for s in siblings(forked_after_a_sampled_turn)
     ]
 
@@ -192,7 +194,7 @@ def test_a_record_from_a_worker_without_node_ids_dedups_by_path(forked_after_a_s
 def test_an_untrainable_branch_is_never_trained(forked_after_a_sampled_turn):
     data = trace_record(forked_after_a_sampled_turn).model_dump()
     data["branches"][0]["trainable"] = False
-    (only,) = siblings(TraceView(TraceRecord.model_validate(data)))
+    (only,) = siblings(TraceRecord.model_validate(data))
     # The second branch now trains turn 1 too: nothing trained it before.
     assert only.tokens == [1, 2, 3, 4, 8, 9, 10, 11]
     assert only.loss_mask == [1, 1, 0, 0, 1, 1]
@@ -205,7 +207,7 @@ def test_an_untrainable_branch_is_never_trained(forked_after_a_sampled_turn):
 def test_a_group_nests_one_list_per_rollout_once_a_rollout_has_siblings(
     compacted, two_turn_trace
 ):
-    group = convert_group(
+    group = convert_traces(
         [two_turn_trace, compacted], group_index=1, first_index=2, policy=SIBLINGS
     )
     (nested,) = training_output([group])
@@ -215,7 +217,7 @@ def test_a_group_nests_one_list_per_rollout_once_a_rollout_has_siblings(
 
 
 def test_a_call_without_siblings_keeps_its_groups_flat(two_turn_trace, single_turn_trace):
-    group = convert_group(
+    group = convert_traces(
         [two_turn_trace, single_turn_trace], group_index=0, first_index=0, policy=SIBLINGS
     )
     assert training_output([group]) == [group.samples] and len(group.samples) == 2
@@ -225,10 +227,10 @@ def test_a_call_without_siblings_keeps_its_groups_flat(two_turn_trace, single_tu
 def test_once_a_rollout_has_siblings_every_group_of_the_call_nests_per_rollout(
     compacted, two_turn_trace, single_turn_trace, branching_first
 ):
-    plain = convert_group(
+    plain = convert_traces(
         [two_turn_trace, single_turn_trace], group_index=0, first_index=0, policy=SIBLINGS
     )
-    branching = convert_group([compacted], group_index=1, first_index=2, policy=SIBLINGS)
+    branching = convert_traces([compacted], group_index=1, first_index=2, policy=SIBLINGS)
     groups = [branching, plain] if branching_first else [plain, branching]
 
     output = training_output(groups)
@@ -242,14 +244,16 @@ def test_once_a_rollout_has_siblings_every_group_of_the_call_nests_per_rollout(
 def test_an_evaluation_entry_holds_the_last_branch_with_all_its_sampled_tokens(
     forked_after_a_sampled_turn,
 ):
-    sample = trace_to_sample(forked_after_a_sampled_turn, group_index=0, index=0, policy=SIBLINGS)
+    sample = trace_to_sample(
+        record(forked_after_a_sampled_turn), group_index=0, index=0, policy=SIBLINGS
+    )
     assert sample.tokens == [1, 2, 3, 4, 8, 9, 10, 11]
     assert sample.loss_mask == [1, 1, 0, 0, 1, 1]
     assert sample.rollout_id is None
 
 
 def test_a_reward_model_scoring_siblings_apart_is_an_error_naming_the_flag(compacted):
-    group = convert_group([compacted], group_index=0, first_index=0, policy=SIBLINGS)
+    group = convert_traces([compacted], group_index=0, first_index=0, policy=SIBLINGS)
     group.samples[1].reward = 0.25
     with pytest.raises(SiblingRewardError, match="--custom-rm-path") as caught:
         check_sibling_rewards(group, "--custom-rm-path")
@@ -306,7 +310,8 @@ def _setup(hooks: MilesHooks) -> TrainSetup:
 
 
 def _judge(hooks: MilesHooks, *traces) -> Judged:
-    return asyncio.run(judge_group(GroupRun(tuple(traces)), 3, _setup(hooks), None, None))
+    run = GroupRun(tuple(record(t) for t in traces))
+    return asyncio.run(judge_group(run, 3, _setup(hooks), None, None))
 
 
 def test_the_dynamic_filter_sees_one_sample_per_rollout(compacted, two_turn_trace):

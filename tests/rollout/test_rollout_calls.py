@@ -88,15 +88,7 @@ def test_leaving_a_call_cancels_its_episodes_and_aborts_only_its_own_requests(
     async def start_then_leave() -> tuple[str, list[Any]]:
         scope = fn._scope("eval")
         async with scope:
-            contexts = fn._contexts(scope, "eval")
-            from miles_verifiers._episodes import run_group
-
-            runs = [
-                scope.spawn(
-                    run_group(scope.environment, task, contexts(i), semaphore=None, deadline_s=60)
-                )
-                for i, task in enumerate(fn._run.in_process.tasks)
-            ]
+            runs = [scope.spawn(scope.run(i, i)) for i in range(2)]
             while engine.in_flight < 2:
                 await asyncio.sleep(0.01)
         return scope.transport.rid_prefix, runs

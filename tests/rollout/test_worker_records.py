@@ -1,8 +1,9 @@
-"""A trace record, read back as a view, converts to exactly the sample the real trace does.
+"""A trace record that crossed the worker protocol converts to exactly the sample the record
+made in this process does: the backends differ only in where the record is made.
 
-Real episodes of the fixture tasksets run in this process; each trace is then turned into
-the record a worker would send and back, and both go through conversion, evaluation entries
-and metrics."""
+Real episodes of the fixture tasksets run in this process; each record is then sent the way a
+worker sends it and read back, and both go through conversion, evaluation entries and
+metrics."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from miles_verifiers._conversion import trace_to_sample
 from miles_verifiers._evaluation import group_entries
 from miles_verifiers._metrics import summarize_trace
 from miles_verifiers._workers.protocol import GroupResult, Reply, read_reply
-from miles_verifiers._workers.records import TraceView, trace_record
+from miles_verifiers._workers.records import TraceRecord
 from miles_verifiers_testkit.engine import FaultPlan
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -30,23 +31,22 @@ pytestmark = pytest.mark.slow
 
 
 def real_groups(fn: Any, miles_loop: MilesLoop, count: int) -> tuple[list[Any], Any]:
-    """``count`` groups of real traces, plus the call's prefix-cache lookup."""
+    """``count`` groups run in this process, plus the call's prefix-cache lookup."""
 
     async def run() -> tuple[list[Any], Any]:
         async with fn._scope("eval") as scope:
-            groups = fn._groups(scope, "eval")
-            runs = [await groups.run(slot, slot) for slot in range(count)]
-            usage = {t.id: groups.prefix_cache(t.id) for r in runs for t in r.traces}
+            runs = [await scope.run(slot, slot) for slot in range(count)]
+            usage = {t.id: scope.prefix_cache(t.id) for r in runs for t in r.traces}
         return runs, usage.get
 
     return miles_loop.run(run(), timeout_s=120)
 
 
-def through_the_wire(trace: Any, prefix_cache: Any) -> TraceView:
-    reply = Reply(id=1, body=GroupResult(traces=[trace_record(trace, prefix_cache)]))
+def through_the_wire(trace: TraceRecord) -> TraceRecord:
+    reply = Reply(id=1, body=GroupResult(traces=[trace]))
     body = read_reply(reply.model_dump_json().encode()).body
     assert isinstance(body, GroupResult)
-    return TraceView(body.traces[0])
+    return body.traces[0]
 
 
 def as_dict(sample: Any) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def as_dict(sample: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("taskset", ["mv_arith", "mv_tools", "mv_dialogue"])
-def test_a_record_view_converts_to_exactly_the_sample_of_the_real_trace(
+def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
     taskset: str,
     engine: RecordingEngine,
     miles_loop: MilesLoop,
@@ -67,21 +67,22 @@ def test_a_record_view_converts_to_exactly_the_sample_of_the_real_trace(
     traces = [t for r in runs for t in r.traces]
     assert traces and all(t.branches for t in traces)
 
+    assert any(t.prefix_cache is not None for t in traces)
     for position, trace in enumerate(traces):
-        view = through_the_wire(trace, prefix_cache)
+        sent = through_the_wire(trace)
         options = {"group_index": 0, "index": position, "weight_version": 3}
         for reward_key in (None, "reward"):
             real = trace_to_sample(
                 trace, reward_key=reward_key, prefix_cache=prefix_cache, **options
             )
             again = trace_to_sample(
-                view, reward_key=reward_key, prefix_cache=prefix_cache, **options
+                sent, reward_key=reward_key, prefix_cache=prefix_cache, **options
             )
             assert as_dict(again) == as_dict(real)
-        assert summarize_trace(view) == summarize_trace(trace)
+        assert summarize_trace(sent) == summarize_trace(trace)
 
 
-def test_a_record_view_of_a_failed_trace_gives_the_same_evaluation_entries(
+def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entries(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
     build_rollout_fn: RolloutFnFactory,
@@ -96,11 +97,11 @@ def test_a_record_view_of_a_failed_trace_gives_the_same_evaluation_entries(
     engine.reset()
     real = runs[0]
     assert any(t.has_error for t in real.traces)
-    viewed = GroupRun(tuple(through_the_wire(t, prefix_cache) for t in real.traces))
+    sent = GroupRun(tuple(through_the_wire(t) for t in real.traces))
     task = fn._run.eval.tasks[0]
 
     expected = group_entries(real, task, 0, fn._run.eval, 1, prefix_cache)
-    got = group_entries(viewed, task, 0, fn._run.eval, 1, prefix_cache)
+    got = group_entries(sent, task, 0, fn._run.eval, 1, prefix_cache)
 
     assert [as_dict(e.sample) for e in got] == [as_dict(e.sample) for e in expected]
     assert [(e.failed, e.empty) for e in got] == [(e.failed, e.empty) for e in expected]

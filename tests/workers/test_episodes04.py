@@ -29,7 +29,7 @@ from miles_verifiers._workers.episodes04 import (
     judge_episodes,
 )
 from miles_verifiers._workers.protocol import Done
-from miles_verifiers._workers.records import TraceRecord, TraceView
+from miles_verifiers._workers.records import TraceRecord
 from miles_verifiers._workers.records04 import NOT_OK_ERROR, trace_record04
 from miles_verifiers._workers.worker import WorkerHandler
 
@@ -178,11 +178,10 @@ def test_a_0_4_trace_becomes_the_record_the_trainer_reads():
     assert record.error is None and record.unscored == []
 
 
-def test_the_record_survives_the_protocol_and_reads_like_a_trace():
+def test_the_record_survives_the_protocol_as_the_trainer_reads_it():
     record = TraceRecord.model_validate_json(trace_record04(trace()).model_dump_json())
-    view = TraceView(record)
-    assert view.branches[0].sampled_mask == [False, False, False, True, True]
-    assert not view.has_error and view.reward == 2.0
+    assert record.branches[0].sampled_mask == [False, False, False, True, True]
+    assert not record.has_error and record.reward == 2.0
 
 
 def test_a_trace_not_ok_without_an_error_still_carries_one():
