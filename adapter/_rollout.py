@@ -279,9 +279,11 @@ def _episode_backend(run: _Run) -> EpisodeBackend:
 
     if run.in_process is not None:
         from miles_verifiers._workers.in_process import InProcessEpisodes
-        from miles_verifiers._workers.worker import WorkerHandler
+        from miles_verifiers._workers.worker import Generation02, WorkerHandler
 
-        return InProcessEpisodes(WorkerHandler(built=run.in_process(worker_setup(run))))
+        # The trainer's own Verifiers, which the version gate allowed: 0.2.0.
+        built = run.in_process(worker_setup(run))
+        return InProcessEpisodes(WorkerHandler(Generation02(), built=built))
     return build_pool(run)
 
 

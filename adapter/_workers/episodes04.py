@@ -1,7 +1,7 @@
 """The episode worker for Verifiers 0.4 (the Env / slots / run_slot V1 API).
 
-It answers the same protocol requests as the 0.2.0 worker (:mod:`._workers.worker`), which hands
-them here when the worker's Verifiers is 0.3 or newer. A group of ``n`` rollouts is ``n``
+The worker's handler (:mod:`._workers.worker`) answers the protocol and holds the calls; it
+uses this generation when the worker's Verifiers is 0.3 or newer. A group of ``n`` rollouts is ``n``
 slots of one task (``env.slots(task, n)``), each an independent episode run by
 ``env.run_slot`` with its own model context, so every rollout gets its own sampling seed
 without any private hook. The model client is Verifiers' own ``TrainClient``, built by the
@@ -23,24 +23,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from miles_verifiers._episodes import CallScope, CleanupLimits, EnvironmentPool
-from miles_verifiers._errors import RolloutCallError
+from miles_verifiers._episodes import CleanupLimits, EnvironmentPool
 from miles_verifiers._upstream04 import TransportLoans, install_transport_hook
 from miles_verifiers._workers.config04 import Loaded04, describe04, load04, renderer_config04
 from miles_verifiers._workers.protocol import (
-    CallEnd,
     CallStart,
     DescribeRequest,
-    Done,
     EpisodeErrorRecord,
     GroupRequest,
     GroupResult,
-    Ready,
     ReplyBody,
     WorkerSetup,
 )
 from miles_verifiers._workers.records import TraceRecord
 from miles_verifiers._workers.records04 import trace_record04
+from miles_verifiers._workers.worker import OpenCall, check_task_count
 
 # The API key variable the TrainClientConfig names: none is needed (the transport talks to
 # SGLang), and naming Verifiers' default would make it read the Prime CLI's config.
@@ -53,10 +50,6 @@ EPISODE_ERROR = "EpisodeError"
 EPISODE_TIMEOUT = "EpisodeTimeoutError"
 
 
-class Worker04RequestError(RolloutCallError, RuntimeError):
-    """A request the 0.4 worker cannot carry out (answered as ``Refused``)."""
-
-
 @dataclass(frozen=True)
 class Built04:
     """What a setup message built (once per worker)."""
@@ -66,13 +59,9 @@ class Built04:
     environments: EnvironmentPool
     limits: CleanupLimits
 
-
-@dataclass
-class Call04:
-    start: CallStart
-    scope: CallScope
-    semaphore: asyncio.Semaphore
-    base_url: str
+    @property
+    def tasks(self) -> Sequence[Any]:
+        return self.loaded.tasks
 
 
 @dataclass(frozen=True)
@@ -89,12 +78,7 @@ def build04(setup: WorkerSetup) -> Built04:
     import verifiers.v1 as vf
 
     loaded = load04(setup.config_path, setup.config_text)
-    if len(loaded.tasks) != setup.expected_tasks:
-        raise Worker04RequestError(
-            f"the worker loaded {len(loaded.tasks)} tasks from {setup.config_path} but the "
-            f"trainer has {setup.expected_tasks}: the taskset differs between the two "
-            "processes. Fix: install the same taskset version and data where the workers run."
-        )
+    check_task_count(setup, len(loaded.tasks))
     config = loaded.config
     return Built04(
         setup,
@@ -118,7 +102,10 @@ def client_config04(setup: WorkerSetup, base_url: str) -> Any:
 
 
 def contexts04(
-    model: str, client: Any, chat_template_kwargs: dict[str, Any], sampling: Sequence[dict[str, Any]]
+    model: str,
+    client: Any,
+    chat_template_kwargs: dict[str, Any],
+    sampling: Sequence[dict[str, Any]],
 ) -> list[Any]:
     """One model context per slot (its own seed, when the trainer sent one)."""
     from verifiers.v1 import ModelContext, SamplingConfig
@@ -136,9 +123,7 @@ def _error(kind: str, message: str) -> EpisodeErrorRecord:
     return EpisodeErrorRecord(type=kind, message=" ".join(message.split())[:2000])
 
 
-def judge_episodes(
-    episodes: Sequence[Any], prefix_cache: Any = None
-) -> SlotsRun:
+def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRun:
     """The records of finished episodes (one per slot) and, when the group cannot be trained
     as it is, why (see the module docstring)."""
     records: list[TraceRecord] = []
@@ -149,9 +134,7 @@ def judge_episodes(
             last = episode.errors[-1]
             kind = EPISODE_TIMEOUT if getattr(episode, "is_timeout", False) else EPISODE_ERROR
             failure = "episode_timeout" if kind == EPISODE_TIMEOUT else "episode_error"
-            return SlotsRun(
-                tuple(records), failure, _error(kind, f"{last.type}: {last.message}")
-            )
+            return SlotsRun(tuple(records), failure, _error(kind, f"{last.type}: {last.message}"))
         if len(trainable) != 1:
             return SlotsRun(
                 tuple(records),
@@ -222,108 +205,39 @@ async def run_slots(
     return judge_episodes(episodes, prefix_cache)
 
 
-class Episodes04:
-    """Answers one worker's requests with Verifiers 0.4; every call is keyed by its id."""
+class Generation04:
+    """Verifiers 0.4: slots of one task per group, Verifiers' own ``TrainClient`` reaching
+    the call's transport through the interception seam (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._built: Built04 | None = None
-        self._calls: dict[str, Call04] = {}
         self._loans: TransportLoans | None = None
-        self._router_drops_warned: set[str] = set()
 
-    async def handle(self, body: Any) -> ReplyBody:
-        from miles_verifiers._workers.describe import installed_versions
+    def build(self, setup: WorkerSetup) -> Built04:
+        return build04(setup)
 
-        if isinstance(body, WorkerSetup):
-            if self._built is None:
-                self._built = await asyncio.to_thread(build04, body)
-            return Ready(versions=installed_versions())
-        if isinstance(body, DescribeRequest):
-            return await asyncio.to_thread(describe04, body)
-        if isinstance(body, CallStart):
-            await self._start_call(body)
-            return Done()
-        if isinstance(body, CallEnd):
-            await self.end_call(body.call_id)
-            return Done()
-        if isinstance(body, GroupRequest):
-            return await self._run_group(body)
-        raise Worker04RequestError(f"unknown request kind {getattr(body, 'kind', body)!r}")
+    def describe(self, request: DescribeRequest) -> ReplyBody:
+        return describe04(request)
 
-    def _need_setup(self) -> Built04:
-        if self._built is None:
-            raise Worker04RequestError("the worker got a call before its setup message")
-        return self._built
-
-    async def _start_call(self, start: CallStart) -> None:
-        from miles_verifiers._transport import SGLangTransport, TransportSettings
-
-        built = self._need_setup()
-        if start.call_id in self._calls:
-            return
-        template = built.setup.transport.get(start.mode)
-        if template is None:
-            raise Worker04RequestError(f"the worker has no transport settings for {start.mode!r}")
-        settings = TransportSettings.model_validate(
-            {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
-        )
+    def open_call(self, built: Built04, start: CallStart, transport: Any) -> tuple[Any, str]:
         if self._loans is None:
             self._loans = install_transport_hook(TransportLoans())
-        transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
         base_url, lent = self._loans.lend(start.call_id, transport)
-        scope = CallScope(built.environments, transport, lent, built.limits)
-        try:
-            await scope.__aenter__()
-        except BaseException:
-            self._loans.take_back(start.call_id)
-            raise
-        self._calls[start.call_id] = Call04(
-            start, scope, asyncio.Semaphore(start.max_concurrency), base_url
-        )
+        return lent, base_url
 
-    async def end_call(self, call_id: str) -> None:
-        """Cancel the call's leftover episodes, abort its requests, release its environment."""
-        call = self._calls.pop(call_id, None)
-        if call is None:
-            return
-        try:
-            await call.scope.__aexit__(None, None, None)
-        finally:
-            if self._loans is not None:
-                self._loans.take_back(call_id)
+    def close_call(self, call_id: str) -> None:
+        if self._loans is not None:
+            self._loans.take_back(call_id)
 
-    async def close(self) -> None:
-        for call_id in list(self._calls):
-            await self.end_call(call_id)
-
-    async def _run_group(self, request: GroupRequest) -> GroupResult:
-        built = self._need_setup()
-        call = self._calls.get(request.call_id)
-        if call is None:
-            raise Worker04RequestError(f"call {request.call_id} is not open on this worker")
-        tasks = built.loaded.tasks
-        if request.task_index >= len(tasks):
-            raise Worker04RequestError(
-                f"task index {request.task_index} is out of range ({len(tasks)} tasks)"
-            )
+    async def run_group(self, built: Built04, call: OpenCall, request: GroupRequest) -> GroupResult:
         client = client_config04(built.setup, call.base_url)
         kwargs = json.loads(built.setup.renderer.chat_template_kwargs_json or "{}")
-        contexts = contexts04(call.start.model, client, kwargs, request.sampling)
-        task = call.scope.spawn(
-            run_slots(
-                call.scope.environment,
-                tasks[request.task_index],
-                contexts,
-                semaphore=call.semaphore,
-                deadline_s=request.deadline_s,
-                prefix_cache=call.scope.transport.prefix_cache_usage,
-            ),
-            name=f"verifiers04-group-{request.slot}",
+        run = await run_slots(
+            call.scope.environment,
+            built.tasks[request.task_index],
+            contexts04(call.start.model, client, kwargs, request.sampling),
+            semaphore=call.semaphore,
+            deadline_s=request.deadline_s,
+            prefix_cache=call.scope.transport.prefix_cache_usage,
         )
-        run: SlotsRun = await task
         failure = run.failure if run.failure in ("episode_error", "episode_timeout") else None
-        return GroupResult(
-            traces=list(run.traces),
-            failure=failure,
-            error=run.error,
-        )
+        return GroupResult(traces=list(run.traces), failure=failure, error=run.error)

@@ -35,7 +35,7 @@ from miles_verifiers._workers.records import (
     TaskRecord,
     TraceRecord,
 )
-from miles_verifiers._workers.worker import WorkerHandler
+from miles_verifiers._workers.worker import Generation02, WorkerHandler
 
 
 def a_trace_record() -> TraceRecord:
@@ -181,7 +181,7 @@ def test_fields_a_newer_minor_version_adds_are_ignored_in_a_reply_down_to_its_re
 
 
 def test_the_answer_to_a_setup_is_the_workers_hello_with_its_versions() -> None:
-    handler = WorkerHandler(builder=lambda setup: object())  # type: ignore[arg-type,return-value]
+    handler = WorkerHandler(Generation02(builder=lambda setup: object()))
     request = Request(
         id=5,
         body=a_setup(),
@@ -199,7 +199,7 @@ def test_a_newer_minor_version_of_the_same_major_is_read() -> None:
 
 def test_a_worker_answers_another_major_version_with_a_refusal_and_builds_nothing() -> None:
     built: list[object] = []
-    handler = WorkerHandler(builder=built.append)  # type: ignore[arg-type]
+    handler = WorkerHandler(Generation02(builder=built.append))
     raw = json.loads(
         Request(
             id=9,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from typing import Any
 
 import httpx
+import pytest
 
 from miles_verifiers_testkit.engine import LatencyModel, RunningEngine
 from tests.engine.engine_support import (
@@ -206,3 +208,19 @@ def test_a_client_that_hangs_up_has_its_request_aborted(serve: ServeFactory) -> 
             time.sleep(0.01)
         assert running.engine.in_flight_rids() == []
         assert running.engine.stats().aborted_items == 1
+
+
+def test_a_client_that_hangs_up_before_its_body_arrives_is_let_go_quietly(
+    serve: ServeFactory, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with serve() as running:
+        url = httpx.URL(running.base_url)
+        with socket.create_connection((url.host, url.port), timeout=10) as raw:
+            raw.sendall(
+                b"POST /generate HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n{\"input_ids\": ["
+            )
+        with httpx.Client(base_url=running.base_url) as http:  # still serving
+            assert http.get("/health").status_code == 200
+        time.sleep(0.2)  # the server notices the hang-up
+    assert "Traceback" not in capfd.readouterr().err

@@ -26,12 +26,12 @@ from miles_verifiers._workers.episodes04 import (
     EPISODE_ERROR,
     TRAINABLE_COUNT_ERROR,
     UNSCORED_ERROR,
+    Generation04,
     judge_episodes,
 )
-from miles_verifiers._workers.protocol import Done
 from miles_verifiers._workers.records import TraceRecord
 from miles_verifiers._workers.records04 import NOT_OK_ERROR, trace_record04
-from miles_verifiers._workers.worker import WorkerHandler
+from miles_verifiers._workers.worker import Generation02, WorkerHandler, generation_for
 
 # -- stand-ins ----------------------------------------------------------------------------------
 
@@ -133,33 +133,13 @@ def test_a_0_4_trainer_side_process_is_still_refused_by_the_in_process_gate():
     assert "MILES_VERIFIERS_EPISODE_WORKER_PYTHON" in verifiers.fix
 
 
-class _Runner:
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-        self.ended: list[str] = []
-
-    async def handle(self, body: Any) -> Any:
-        self.seen.append(body)
-        return Done()
-
-    async def end_call(self, call_id: str) -> None:
-        self.ended.append(call_id)
-
-    async def close(self) -> None:
-        self.ended.append("*")
+def test_a_worker_on_verifiers_0_4_runs_the_slots_generation():
+    assert isinstance(generation_for("0.4.0"), Generation04)
 
 
-def test_a_worker_with_a_slots_runner_hands_it_every_request():
-    runner = _Runner()
-    handler = WorkerHandler(runner=runner)
-    body = SimpleNamespace(kind="anything")
-    assert isinstance(asyncio.run(handler.handle(body)), Done)
-    asyncio.run(handler.end_call("c1"))
-    assert runner.seen == [body] and runner.ended == ["c1"]
-
-
-def test_a_worker_on_verifiers_0_2_has_no_slots_runner():
-    assert WorkerHandler()._runner is None  # this environment runs verifiers 0.2.0
+def test_a_worker_on_verifiers_0_2_runs_its_own_generation():
+    assert isinstance(generation_for("0.2.0"), Generation02)
+    assert isinstance(WorkerHandler()._generation, Generation02)  # this environment has 0.2.0
 
 
 # -- traces to records --------------------------------------------------------------------------

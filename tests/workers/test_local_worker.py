@@ -48,7 +48,14 @@ async def stubborn_worker(grace_s: float) -> LocalWorker:
 
 
 def stubborn_processes() -> list[ProcessInfo]:
-    return [p for p in descendants() if "sleep(600)" in p.cmdline]
+    """The stubborn worker and its grandchild, once both show (a process that was just
+    started may show no command line for a moment, while its exec completes)."""
+
+    def both() -> list[ProcessInfo]:
+        return [p for p in descendants() if "sleep(600)" in p.cmdline]
+
+    wait_until(lambda: len(both()) == 2, timeout_s=10)
+    return both()
 
 
 def test_a_request_times_out_when_the_worker_stops_reading_its_pipe() -> None:

@@ -1,0 +1,122 @@
+"""A call on the episode side holds its environment's serving context in one task of its own:
+entered and exited there whether the call is ended by a request from another task or cut
+short by the event loop shutting down (a context left open would be closed by the loop's
+async-generator finaliser instead, outside any task, which Verifiers' serving does not
+survive). Stand-in generation and environment; the transport is real but never used."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from miles_verifiers._episodes import CleanupLimits, EnvironmentPool
+from miles_verifiers._workers.protocol import (
+    CallEnd,
+    CallStart,
+    CleanupSpec,
+    RendererSpecModel,
+    WorkerSetup,
+)
+from miles_verifiers._workers.worker import WorkerHandler
+
+SCENARIO_BOUND_S = 20.0
+START = CallStart(
+    call_id="c1",
+    mode="train",
+    rid_prefix="mvt_c1",
+    engine_url="http://127.0.0.1:9",
+    model="m",
+    max_concurrency=2,
+)
+
+
+class ServedEnvironment:
+    """Records the task that entered and the task that left its serving context."""
+
+    def __init__(self) -> None:
+        self.entered_in: asyncio.Task[Any] | None = None
+        self.exited_in: asyncio.Task[Any] | None = None
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        self.entered_in = asyncio.current_task()
+        try:
+            yield
+        finally:
+            self.exited_in = asyncio.current_task()
+
+
+@dataclass
+class Built:
+    environment: ServedEnvironment
+    setup: WorkerSetup = field(
+        default_factory=lambda: WorkerSetup(
+            config_path="/x.toml",
+            config_text="",
+            expected_tasks=1,
+            renderer=RendererSpecModel(tokenizer_source="t", identity=None),
+            transport={"train": {"max_response_len": 8}},
+            cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
+        )
+    )
+    tasks: tuple[Any, ...] = ("task",)
+    limits: CleanupLimits = field(default_factory=lambda: CleanupLimits(1, 1, 1, 1))
+
+    @property
+    def environments(self) -> EnvironmentPool:
+        return EnvironmentPool(lambda: self.environment)
+
+
+class Client:
+    def end(self) -> None:
+        pass
+
+
+class StandInGeneration:
+    def __init__(self) -> None:
+        self.closed: list[str] = []
+
+    def open_call(self, built: Any, start: CallStart, transport: Any) -> tuple[Any, str]:
+        return Client(), ""
+
+    def close_call(self, call_id: str) -> None:
+        self.closed.append(call_id)
+
+
+def run(scenario: Any) -> Any:
+    async def bounded() -> Any:
+        return await asyncio.wait_for(scenario, SCENARIO_BOUND_S)
+
+    return asyncio.run(bounded())
+
+
+def test_a_call_ended_from_another_task_leaves_serving_in_the_task_that_entered_it() -> None:
+    environment = ServedEnvironment()
+    generation = StandInGeneration()
+    handler = WorkerHandler(generation, built=Built(environment))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await asyncio.create_task(handler.handle(START))
+        await asyncio.create_task(handler.handle(CallEnd(call_id="c1")))
+
+    run(scenario())
+
+    assert environment.exited_in is not None
+    assert environment.exited_in is environment.entered_in
+    assert generation.closed == ["c1"]
+
+
+def test_a_call_cut_short_by_the_loop_shutting_down_still_leaves_serving_in_its_own_task() -> None:
+    environment = ServedEnvironment()
+    handler = WorkerHandler(StandInGeneration(), built=Built(environment))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await handler.handle(START)  # and never ended: asyncio.run cancels what is left
+
+    run(scenario())
+
+    assert environment.exited_in is not None
+    assert environment.exited_in is environment.entered_in
