@@ -32,14 +32,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from miles_verifiers._rollout import AdapterSettings, VerifiersRolloutFn, generate_rollout
+    from miles_verifiers._trainer.rollout import (
+        AdapterSettings,
+        VerifiersRolloutFn,
+        generate_rollout,
+    )
 
 _LAZY = {"AdapterSettings", "VerifiersRolloutFn", "generate_rollout"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from miles_verifiers import _rollout as rollout
+        from miles_verifiers._trainer import rollout
 
         return getattr(rollout, name)
     raise AttributeError(f"module 'miles_verifiers' has no attribute {name!r}")

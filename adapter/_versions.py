@@ -1,7 +1,7 @@
 """Gate on the installed verifiers/renderers/mcp versions, with the reason for each bound.
 
 The adapter talks to verifiers' 0.2.x V1 API and to private pieces of renderers that later
-releases removed (``miles_verifiers._upstream`` lists every non-public piece it uses), and pip
+releases removed (``miles_verifiers._episodes.upstream`` lists every non-public piece it uses), and pip
 happily resolves versions that break at the first request. So the
 supported range is checked up front and every rejection says why the bound exists.
 
@@ -78,7 +78,7 @@ SUPPORTED_VERSIONS: tuple[VersionRule, ...] = (
 
 
 # What an episode worker (its own interpreter, MILES_VERIFIERS_EPISODE_WORKER_PYTHON) may run
-# instead: the >= 0.3 V1 API (Env, slots, run_slot), driven by miles_verifiers._workers.episodes04.
+# instead: the >= 0.3 V1 API (Env, slots, run_slot), driven by miles_verifiers._episodes.episodes04.
 # Never accepted in the trainer's process: 0.4 needs openai>=2.54, SGLang pins openai 2.8.
 WORKER_VERSIONS_04: tuple[VersionRule, ...] = (
     VersionRule(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from miles_verifiers._config import CONFIG_ENV_VAR
+from miles_verifiers._episodes.config import CONFIG_ENV_VAR
 from miles_verifiers_testkit.miles import (
     DEFAULT_DEADLINE_S,
     FIXTURE_CONFIGS,

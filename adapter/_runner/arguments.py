@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers._config import CONFIG_ENV_VAR
+from miles_verifiers._episodes.config import CONFIG_ENV_VAR
 from miles_verifiers._runner.configs import fixture_config_names, resolve_config
 from miles_verifiers._runner.environment import is_fixture_model, tokenizer_source
 from miles_verifiers._runner.flags import (

@@ -1,6 +1,6 @@
 """``check``: everything the rollout function's construction would refuse, without running it.
 
-It surveys the stages of :mod:`miles_verifiers._construction`, the table the constructor runs,
+It surveys the stages of :mod:`miles_verifiers._trainer.construction`, the table the constructor runs,
 but does not stop at the first failing stage: every stage whose inputs exist runs, so
 independent problems (options, hook paths, the config file) are reported together. Only when
 every stage passes is the rollout function itself constructed, which is what Miles does before
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers import _construction as construction
 from miles_verifiers._contract.compat import contract
-from miles_verifiers._options import SamplingOptions
+from miles_verifiers._trainer import construction
+from miles_verifiers._trainer.options import SamplingOptions
 from miles_verifiers._transport.routers import RouterKind
 
 
@@ -59,7 +59,7 @@ class CheckReport:
 
 def _environment_settings() -> tuple[Any, list[CheckProblem]]:
     """The settings the constructor will use, or the defaults and the problem."""
-    from miles_verifiers._rollout import AdapterSettings
+    from miles_verifiers._trainer.rollout import AdapterSettings
 
     try:
         return AdapterSettings.from_environ(), []

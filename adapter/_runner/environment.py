@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
-from miles_verifiers._config import CONFIG_ENV_VAR
+from miles_verifiers._episodes.config import CONFIG_ENV_VAR
 from miles_verifiers._errors import CommandLineError
 from miles_verifiers._runner.kit import find_kit, require_kit
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from miles_verifiers._episodes.upstream import known_option_strings
 from miles_verifiers._errors import CommandLineError
 from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
-from miles_verifiers._upstream import known_option_strings
 
 FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
 

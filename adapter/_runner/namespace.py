@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers._errors import CommandLineError
-from miles_verifiers._options import miles_defaults
+from miles_verifiers._trainer.options import miles_defaults
 
 # Attributes Miles' training loop reads to schedule rollout and eval calls (§1.3); not in the
 # adapter's defaults table because the adapter itself never reads them.

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from rich.markup import escape
 from rich.table import Table
 
-from miles_verifiers._metrics import DROP_PREFIX, GROUPS_REPLACED, TRAIN_PREFIX
 from miles_verifiers._runner.records import flatten_samples
+from miles_verifiers._trainer.metrics import DROP_PREFIX, GROUPS_REPLACED, TRAIN_PREFIX
 
 REPLACED_KEY = f"{TRAIN_PREFIX}{GROUPS_REPLACED}"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from miles_verifiers._episodes.upstream import MODELS_PATHS
 from miles_verifiers._transport.settings import TransportSettings
-from miles_verifiers._upstream import MODELS_PATHS
 
 __all__ = ["MODELS_PATHS", "models_listing"]
 

@@ -137,7 +137,7 @@ class TransportSettings(BaseModel):
     """Everything the SGLang transport needs, validated once at construction.
 
     The adapter builds these from Miles options that were validated already, naming each flag
-    (:mod:`miles_verifiers._options`); the checks here guard the transport's own callers.
+    (:mod:`miles_verifiers._trainer.options`); the checks here guard the transport's own callers.
 
     Limits follow Miles' meaning: ``max_response_len`` caps every request's new tokens,
     ``context_len`` caps prompt plus new tokens, and ``max_prompt_len`` caps only the first

@@ -1,6 +1,6 @@
 """The HTTP shell: the object Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``.
 
-It implements :class:`miles_verifiers._upstream.RenderersClient`, the part of ``AsyncOpenAI``
+It implements :class:`miles_verifiers._episodes.upstream.RenderersClient`, the part of ``AsyncOpenAI``
 that ``renderers.client.generate`` (0.1.10) and ``TrainClient.close`` use. Translation lives in
 the pure modules; this one only does I/O, retries and the small amount of state (session
 ledger, in-flight rids, the pooled client).
@@ -20,6 +20,11 @@ from typing import Any
 
 import httpx
 
+from miles_verifiers._episodes.upstream import (
+    GENERATE_SUFFIX,
+    SESSION_HEADER,
+    session_id_from_options,
+)
 from miles_verifiers._transport.errors import (
     EngineAborted,
     MalformedOutput,
@@ -53,7 +58,6 @@ from miles_verifiers._transport.settings import (
     resolve_engine_url,
 )
 from miles_verifiers._transport.workers import AbortReport, abort_on_workers, list_workers
-from miles_verifiers._upstream import GENERATE_SUFFIX, SESSION_HEADER, session_id_from_options
 
 __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
 

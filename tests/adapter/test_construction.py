@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._construction import (
+from miles_verifiers._trainer.construction import (
     STAGES,
     Stage,
     StageResult,

@@ -7,7 +7,11 @@ from types import SimpleNamespace
 import pytest
 from verifiers.v1 import ImageUrlContentPart, TextContentPart, UserMessage
 
-from miles_verifiers._content import NonTextContentError, check_task_prompts, plain_text_messages
+from miles_verifiers._episodes.content import (
+    NonTextContentError,
+    check_task_prompts,
+    plain_text_messages,
+)
 
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}
 

@@ -9,7 +9,8 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers._contract import Sample
-from miles_verifiers._conversion import (
+from miles_verifiers._seam.records import trace_record
+from miles_verifiers._trainer.conversion import (
     MissingLogprobsError,
     MultipleBranchesError,
     RewardKeyError,
@@ -17,7 +18,6 @@ from miles_verifiers._conversion import (
     convert_group,
     trace_to_sample,
 )
-from miles_verifiers._workers.records import trace_record
 
 
 def convert(trace, **kwargs) -> Sample:

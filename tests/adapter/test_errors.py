@@ -14,9 +14,9 @@ from verifiers.v1.errors import model_error
 
 import miles_verifiers
 from miles_verifiers import _errors as errors
-from miles_verifiers._clients import UnsupportedRequestError
-from miles_verifiers._conversion import looks_like_engine_abort
+from miles_verifiers._episodes.clients import UnsupportedRequestError
 from miles_verifiers._errors import is_unsupported_request
+from miles_verifiers._trainer.conversion import looks_like_engine_abort
 from miles_verifiers._transport.errors import (
     EngineAborted,
     EngineAbortedError,

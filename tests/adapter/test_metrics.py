@@ -8,7 +8,8 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers._contract import Sample
-from miles_verifiers._metrics import (
+from miles_verifiers._seam.records import trace_record
+from miles_verifiers._trainer.metrics import (
     TraceSummary,
     drop_metrics,
     merge,
@@ -18,7 +19,6 @@ from miles_verifiers._metrics import (
     trace_metrics,
     with_eval_prefix,
 )
-from miles_verifiers._workers.records import trace_record
 
 
 def summary(

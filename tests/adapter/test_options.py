@@ -7,7 +7,8 @@ import argparse
 import pytest
 from pydantic import ValidationError
 
-from miles_verifiers._options import (
+from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers._trainer.options import (
     FLAGS,
     InvalidOptionsError,
     MilesOptions,
@@ -17,7 +18,6 @@ from miles_verifiers._options import (
     read_options,
     validate_options,
 )
-from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
 
 
 def flags_of(args) -> list[str]:

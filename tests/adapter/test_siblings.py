@@ -13,7 +13,9 @@ import verifiers.v1 as vf
 from miles_verifiers import AdapterSettings
 from miles_verifiers._contract import Sample
 from miles_verifiers._contract.filters import call_dynamic_filter
-from miles_verifiers._conversion import (
+from miles_verifiers._episodes.calls import GroupRun
+from miles_verifiers._seam.records import TraceRecord, trace_record
+from miles_verifiers._trainer.conversion import (
     BranchPolicy,
     MultipleBranchesError,
     convert_group,
@@ -21,18 +23,16 @@ from miles_verifiers._conversion import (
     trace_to_samples,
     training_output,
 )
-from miles_verifiers._episodes import GroupRun
-from miles_verifiers._hooks import MilesHooks, RewardModel
-from miles_verifiers._rollout import SettingsError
-from miles_verifiers._scheduling import TaskOrder
-from miles_verifiers._training import (
+from miles_verifiers._trainer.hooks import MilesHooks, RewardModel
+from miles_verifiers._trainer.rollout import SettingsError
+from miles_verifiers._trainer.scheduling import TaskOrder
+from miles_verifiers._trainer.training import (
     Judged,
     SiblingRewardError,
     TrainSetup,
     check_sibling_rewards,
     judge_group,
 )
-from miles_verifiers._workers.records import TraceRecord, trace_record
 from miles_verifiers_testkit.miles import flatten
 
 SIBLINGS = BranchPolicy.SIBLINGS

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._workers.framing import FrameError, encode_frame, read_frame, tag, untag
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._episodes.worker import Generation02, WorkerHandler
+from miles_verifiers._seam.framing import FrameError, encode_frame, read_frame, tag, untag
+from miles_verifiers._seam.protocol import (
     PROTOCOL_VERSION,
     CallStart,
     CleanupSpec,
@@ -27,7 +28,7 @@ from miles_verifiers._workers.protocol import (
     read_reply,
     read_request,
 )
-from miles_verifiers._workers.records import (
+from miles_verifiers._seam.records import (
     BranchRecord,
     ErrorRecord,
     NodeRecord,
@@ -35,7 +36,6 @@ from miles_verifiers._workers.records import (
     TaskRecord,
     TraceRecord,
 )
-from miles_verifiers._workers.worker import Generation02, WorkerHandler
 
 
 def a_trace_record() -> TraceRecord:

@@ -46,7 +46,7 @@ from tests.workers.processes import (
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-WORKER_MODULE = "miles_verifiers._workers.child"
+WORKER_MODULE = "miles_verifiers._episodes.child"
 TASKSETS = ["mv_arith", "mv_tools"]
 # Tasksets whose rollouts start processes (the tests wait until a worker has some).
 STARTS_PROCESSES = {"mv_tools", "mv_dialogue"}
@@ -189,7 +189,7 @@ def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setti
     tmp_path: Path,
     closing: list[VerifiersRolloutFn],
 ) -> None:
-    from miles_verifiers._workers.pool import WorkerRestartLimitError
+    from miles_verifiers._seam.pool import WorkerRestartLimitError
 
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
     args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)

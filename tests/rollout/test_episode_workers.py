@@ -28,7 +28,7 @@ from tests.workers.processes import descendants, leftovers, wait_until, watch_fo
 
 pytestmark = pytest.mark.slow
 
-WORKER_MODULE = "miles_verifiers._workers.child"
+WORKER_MODULE = "miles_verifiers._episodes.child"
 
 
 def workers(count: int = 2, **more: Any) -> AdapterSettings:
@@ -162,7 +162,7 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
 
 
 def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
-    from miles_verifiers._workers.local import LocalWorker
+    from miles_verifiers._seam.local import LocalWorker
 
     async def start_then_hang_up() -> int:
         worker = await LocalWorker.start("orphan-check")

@@ -12,7 +12,7 @@ import pytest
 
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn, generate_rollout
 from miles_verifiers._contract.compat import contract
-from miles_verifiers._rollout import LEGACY_CACHE_SIZE, _legacy_instance
+from miles_verifiers._trainer.rollout import LEGACY_CACHE_SIZE, _legacy_instance
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -249,7 +249,7 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
     fn = build_rollout_fn(args, config, settings=settings)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers._episodes"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers._episodes.calls"):
         output = call(fn, train_input(0), miles_loop)
 
     sample = output.samples[0][0]

@@ -49,7 +49,7 @@ def test_flags_given_to_demo_override_its_settings(parse):
 
 
 def test_demo_settings_pass_the_adapters_option_checks(parse):
-    from miles_verifiers._options import find_option_problems
+    from miles_verifiers._trainer.options import find_option_problems
 
     _, args = _demo_args(parse)
     assert find_option_problems(args) == []

@@ -78,7 +78,7 @@ def test_code_on_the_loop_sees_it_as_current_and_other_threads_do_not():
 
 
 def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
-    from miles_verifiers import _rollout as rollout
+    from miles_verifiers._trainer import rollout
 
     async def nested() -> None:
         coroutine = asyncio.sleep(0)

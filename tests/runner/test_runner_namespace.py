@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._options import miles_defaults
 from miles_verifiers._runner.arguments import cli_namespace
 from miles_verifiers._runner.namespace import (
     EVAL_PLACEHOLDER_NAME,
     NamespaceError,
     build_namespace,
 )
+from miles_verifiers._trainer.options import miles_defaults
 
 
 def test_unset_options_take_miles_defaults():

@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._upstream04 import CallEndedError, TransportLoans, _hooked
+from miles_verifiers._episodes.episodes04 import (
+    EPISODE_ERROR,
+    TRAINABLE_COUNT_ERROR,
+    UNSCORED_ERROR,
+    Generation04,
+    judge_episodes,
+)
+from miles_verifiers._episodes.records04 import NOT_OK_ERROR, trace_record04
+from miles_verifiers._episodes.upstream04 import CallEndedError, TransportLoans, _hooked
+from miles_verifiers._episodes.worker import Generation02, WorkerHandler, generation_for
+from miles_verifiers._seam.records import TraceRecord
 from miles_verifiers._versions import (
     SUPPORTED_VERSIONS,
     WORKER_VERSIONS_04,
@@ -22,16 +32,6 @@ from miles_verifiers._versions import (
     uses_slots_api,
     worker_rules,
 )
-from miles_verifiers._workers.episodes04 import (
-    EPISODE_ERROR,
-    TRAINABLE_COUNT_ERROR,
-    UNSCORED_ERROR,
-    Generation04,
-    judge_episodes,
-)
-from miles_verifiers._workers.records import TraceRecord
-from miles_verifiers._workers.records04 import NOT_OK_ERROR, trace_record04
-from miles_verifiers._workers.worker import Generation02, WorkerHandler, generation_for
 
 # -- stand-ins ----------------------------------------------------------------------------------
 

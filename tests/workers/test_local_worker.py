@@ -9,8 +9,8 @@ import signal
 import sys
 from typing import Any
 
-from miles_verifiers._workers.link import WorkerLostError
-from miles_verifiers._workers.local import LocalWorker
+from miles_verifiers._seam.link import WorkerLostError
+from miles_verifiers._seam.local import LocalWorker
 from tests.workers.processes import ProcessInfo, descendants, still_running, wait_until
 
 # Bounds each scenario (a hang fails the test instead of stalling the suite).

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._workers.call import WorkerCallScope
-from miles_verifiers._workers.link import WorkerLostError
-from miles_verifiers._workers.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._seam.call import WorkerCallScope
+from miles_verifiers._seam.link import WorkerLostError
+from miles_verifiers._seam.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
+from miles_verifiers._seam.protocol import (
     CleanupSpec,
     Done,
     GroupRequest,

@@ -1,4 +1,4 @@
-"""The non-public Verifiers 0.4.0 pieces the 0.4 episode worker uses (``_upstream04``) are still
+"""The non-public Verifiers 0.4.0 pieces the 0.4 episode worker uses (``_episodes.upstream04``) are still
 there, in the shape used. Run by the episodes' interpreter when it has Verifiers 0.4
 (``MILES_VERIFIERS_EPISODE_WORKER_PYTHON``, as ``tox -e verifiers04`` sets it); skipped elsewhere."""
 
@@ -40,7 +40,7 @@ def test_interception_resolve_client_builds_a_train_client_whose_client_is_our_t
         """
         from verifiers.v1 import TrainClientConfig
         from verifiers.v1.interception import server
-        from miles_verifiers._upstream04 import LentTransport, TransportLoans, install_transport_hook
+        from miles_verifiers._episodes.upstream04 import LentTransport, TransportLoans, install_transport_hook
 
         loans = install_transport_hook(TransportLoans())
         url, lent = loans.lend("c1", object())

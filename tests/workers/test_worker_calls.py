@@ -12,15 +12,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from miles_verifiers._episodes import CleanupLimits, EnvironmentPool
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._episodes.calls import CleanupLimits, EnvironmentPool
+from miles_verifiers._episodes.worker import WorkerHandler
+from miles_verifiers._seam.protocol import (
     CallEnd,
     CallStart,
     CleanupSpec,
     RendererSpecModel,
     WorkerSetup,
 )
-from miles_verifiers._workers.worker import WorkerHandler
 
 SCENARIO_BOUND_S = 20.0
 START = CallStart(

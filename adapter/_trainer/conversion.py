@@ -10,7 +10,7 @@ it (one sample per trace), ``siblings`` makes every trainable branch a sample sh
 trace's ``rollout_id`` and reward. A sampled turn several branches share is trained in the
 first branch that holds it only; later branches keep it as context with loss mask 0.
 
-Functions here are pure over trace records (:class:`~miles_verifiers._workers.records.TraceRecord`
+Functions here are pure over trace records (:class:`~miles_verifiers._seam.records.TraceRecord`
 and its branch and node records: what the episode side, in this process or a worker, made of
 Verifiers' ``Trace``) and return the contract ``Sample`` chosen by
 :mod:`miles_verifiers._contract.compat` unless a class is passed in.
@@ -25,13 +25,13 @@ from typing import Any, cast
 
 from miles_verifiers._contract.compat import build_sample, contract
 from miles_verifiers._errors import RolloutCallError, recorded_error_class
-from miles_verifiers._metrics import DROP_EMPTY_TRACE
-from miles_verifiers._workers.records import (
+from miles_verifiers._seam.records import (
     BranchRecord,
     NodeRecord,
     TraceRecord,
     serialize_prompt,
 )
+from miles_verifiers._trainer.metrics import DROP_EMPTY_TRACE
 
 # Key under which the verifiers total reward is stored in a dict-shaped reward.
 TOTAL_REWARD_KEY = "reward"

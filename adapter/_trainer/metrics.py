@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from miles_verifiers._workers.records import TraceRecord
+    from miles_verifiers._seam.records import TraceRecord
 
 TRAIN_PREFIX = "verifiers/"
 EVAL_PREFIX = "eval/"

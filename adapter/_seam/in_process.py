@@ -1,6 +1,6 @@
 """The in-process backend: the episodes run in the trainer's own interpreter and event loop.
 
-The same :class:`~miles_verifiers._workers.worker.WorkerHandler` a worker runs answers the
+The same :class:`~miles_verifiers._episodes.worker.WorkerHandler` a worker runs answers the
 requests, handed over as they are (no JSON, no frames), so a group's traces become trace
 records exactly where a worker makes them and the trainer side reads one record type whatever
 the backend. The handler is built at construction from the config, taskset and renderer pool
@@ -14,10 +14,10 @@ import asyncio
 import logging
 from typing import Any
 
-from miles_verifiers._episodes import GroupRun, describe_error
-from miles_verifiers._workers.pool import CallOnWorkers, WorkerRefusedError, group_run
-from miles_verifiers._workers.protocol import GroupRequest, GroupResult
-from miles_verifiers._workers.worker import WorkerHandler
+from miles_verifiers._episodes.calls import GroupRun, describe_error
+from miles_verifiers._episodes.worker import WorkerHandler
+from miles_verifiers._seam.pool import CallOnWorkers, WorkerRefusedError, group_run
+from miles_verifiers._seam.protocol import GroupRequest, GroupResult
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from miles_verifiers._config import (
+from miles_verifiers._episodes.config import (
     ConfigError,
     check_group_reward_sample_counts,
     config_path_from_env,
@@ -36,14 +36,14 @@ from miles_verifiers._config import (
     load_taskset,
     read_config_file,
 )
-from miles_verifiers._engine_settings import (
+from miles_verifiers._errors import SetupError
+from miles_verifiers._trainer.engine_settings import (
     build_transport_settings,
     router_drop_warning,
     sampling_config_values,
 )
-from miles_verifiers._errors import SetupError
-from miles_verifiers._hooks import HookError, load_hooks
-from miles_verifiers._options import (
+from miles_verifiers._trainer.hooks import HookError, load_hooks
+from miles_verifiers._trainer.options import (
     FLAGS,
     MAX_SAMPLING_SEED,
     InvalidOptionsError,
@@ -52,7 +52,7 @@ from miles_verifiers._options import (
     options_error,
     read_options,
 )
-from miles_verifiers._scheduling import default_dispatch_budget
+from miles_verifiers._trainer.scheduling import default_dispatch_budget
 from miles_verifiers._transport.routers import RouterKind
 from miles_verifiers._versions import (
     SUPPORTED_VERSIONS,
@@ -162,7 +162,7 @@ def _config(given: Products) -> StageResult:
 
 def _renderer_spec(given: Products) -> Any:
     """The renderer pool's spec without its identity (found where Renderers is installed)."""
-    from miles_verifiers._workers.protocol import RendererSpecModel
+    from miles_verifiers._seam.protocol import RendererSpecModel
 
     options: MilesOptions = given["options_view"]
     if not options.tokenizer_source:
@@ -184,8 +184,8 @@ def _taskset(given: Products) -> StageResult:
     renderer = _renderer_spec(given) if options is not None else None
     try:
         if python is None:
-            from miles_verifiers._clients import identify_renderer
-            from miles_verifiers._workers.describe import describe_loaded
+            from miles_verifiers._episodes.clients import identify_renderer
+            from miles_verifiers._episodes.describe import describe_loaded
 
             loaded = load_taskset(given["config"])
             identity = (
@@ -198,8 +198,8 @@ def _taskset(given: Products) -> StageResult:
         elif options is None:
             return StageResult()  # the options stage reports why there are none
         else:
-            from miles_verifiers._workers.protocol import DescribeRequest
-            from miles_verifiers._workers.setup import describe_elsewhere
+            from miles_verifiers._seam.protocol import DescribeRequest
+            from miles_verifiers._seam.setup import describe_elsewhere
 
             path = given["config_path"]
             request = DescribeRequest(

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from miles_verifiers._content import plain_text_messages
+from miles_verifiers._episodes.content import plain_text_messages
 
 INLINE_MAX_MESSAGES = 12
 """At most this many messages in a prompt rendered on the loop."""

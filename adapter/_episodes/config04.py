@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers._config import CONFIG_ENV_VAR, ConfigError, parse_config_text
-from miles_verifiers._workers.protocol import DescribeRequest, Description, RendererSpecModel
-from miles_verifiers._workers.records import task_record
+from miles_verifiers._episodes.config import CONFIG_ENV_VAR, ConfigError, parse_config_text
+from miles_verifiers._seam.protocol import DescribeRequest, Description, RendererSpecModel
+from miles_verifiers._seam.records import task_record
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def vocab_size04(spec: RendererSpecModel) -> int | None:
     """``len(tokenizer)`` of the tokenizer prompts are rendered with (it must load)."""
     from renderers.base import load_tokenizer
 
-    from miles_verifiers._engine_settings import RendererSetupError
+    from miles_verifiers._trainer.engine_settings import RendererSetupError
 
     try:
         tokenizer = load_tokenizer(spec.tokenizer_source)
@@ -130,10 +130,10 @@ def vocab_size04(spec: RendererSpecModel) -> int | None:
 
 def describe04(request: DescribeRequest) -> Description:
     """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
-    from miles_verifiers._clients import identify_renderer
-    from miles_verifiers._content import check_task_prompts
+    from miles_verifiers._episodes.clients import identify_renderer
+    from miles_verifiers._episodes.content import check_task_prompts
+    from miles_verifiers._episodes.describe import installed_versions
     from miles_verifiers._versions import WORKER_VERSIONS_04, require_supported_versions
-    from miles_verifiers._workers.describe import installed_versions
 
     # The worker's own Verifiers is the one that runs the episodes: check it first.
     require_supported_versions(WORKER_VERSIONS_04)

@@ -1,7 +1,7 @@
 """The local backend: each worker is a child process speaking frames over stdin/stdout.
 
 The child is started with the interpreter ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names,
-else the trainer's own (``python -m miles_verifiers._workers.child``), in a session of its own,
+else the trainer's own (``python -m miles_verifiers._episodes.child``), in a session of its own,
 and exits when its stdin closes, so a trainer that dies leaves no orphan. Miles calls the
 rollout function on a background event loop thread; asyncio's child watcher reaps children
 started from any thread.
@@ -24,15 +24,15 @@ import threading
 import time
 import uuid
 
-from miles_verifiers._workers import procs
-from miles_verifiers._workers.child import STOP_BOUND_S
-from miles_verifiers._workers.framing import FrameError, encode_frame, read_frame, tag, untag
-from miles_verifiers._workers.link import WorkerLostError
-from miles_verifiers._workers.protocol import PROTOCOL_VERSION
+from miles_verifiers._episodes.child import STOP_BOUND_S
+from miles_verifiers._seam import procs
+from miles_verifiers._seam.framing import FrameError, encode_frame, read_frame, tag, untag
+from miles_verifiers._seam.link import WorkerLostError
+from miles_verifiers._seam.protocol import PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
 
-CHILD_MODULE = "miles_verifiers._workers.child"
+CHILD_MODULE = "miles_verifiers._episodes.child"
 # How long a stopped worker gets to exit after SIGTERM before it is killed: its own bound on
 # closing its environments and ending what it started, and a margin.
 TERMINATE_GRACE_S = STOP_BOUND_S + 5.0

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from miles_verifiers._errors import recorded_error_class
-from miles_verifiers._workers.records import (
+from miles_verifiers._seam.records import (
     BranchRecord,
     ErrorRecord,
     NodeRecord,

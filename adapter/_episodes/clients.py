@@ -12,7 +12,7 @@ module adds what the Miles adapter needs on top:
   usable after a single tokenizer load; the other renderers are loaded on a background
   thread (or on demand, when a render would otherwise wait for a free one). With two or more,
   one of them is kept for the event loop, which renders short prompts itself (see
-  ``miles_verifiers._inline_render``); the others serve Renderers' worker threads.
+  ``miles_verifiers._episodes.inline_render``); the others serve Renderers' worker threads.
 * :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
   serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
   without tool support. It also stops serving the moment its rollout call ends.
@@ -35,22 +35,22 @@ from typing import Any
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
-from miles_verifiers._content import NonTextContentError, plain_text_messages
-from miles_verifiers._engine_settings import RendererSetupError
-from miles_verifiers._errors import (
-    UNSUPPORTED_REQUEST_CODE,
-    RolloutCallError,
-    SetupError,
-    tag_message,
-)
-from miles_verifiers._inline_render import InlineRenderer, prompt_size, renders_inline
-from miles_verifiers._upstream import (
+from miles_verifiers._episodes.content import NonTextContentError, plain_text_messages
+from miles_verifiers._episodes.inline_render import InlineRenderer, prompt_size, renders_inline
+from miles_verifiers._episodes.upstream import (
     FixedRendererPool,
     adopt_renderer_pool_fields,
     is_tools_refusal,
     renderer_pool_base,
     renderer_vocab_size,
 )
+from miles_verifiers._errors import (
+    UNSUPPORTED_REQUEST_CODE,
+    RolloutCallError,
+    SetupError,
+    tag_message,
+)
+from miles_verifiers._trainer.engine_settings import RendererSetupError
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def _make_growing_pool_class() -> type:
                 self._idle.put(renderer)
 
         # Every render passes through the pool, so content-part lists are made plain text here
-        # (renderers disagree on them; see miles_verifiers._content), before any renderer runs.
+        # (renderers disagree on them; see miles_verifiers._episodes.content), before any renderer runs.
         def render(self, messages: Any, **kwargs: Any) -> Any:
             return super().render(plain_text_messages(messages), **kwargs)
 
@@ -374,7 +374,7 @@ def shared_renderer_pool(spec: RendererSpec) -> Any:
 # -- the client --------------------------------------------------------------------------------
 
 # The renderer the request running in this task renders with, when it is not the pool (see
-# miles_verifiers._inline_render). A context variable, because one client serves many
+# miles_verifiers._episodes.inline_render). A context variable, because one client serves many
 # concurrent requests and Verifiers asks for the renderer in the middle of each.
 _REQUEST_RENDERER: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "miles_verifiers_request_renderer", default=None

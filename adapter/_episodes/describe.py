@@ -4,7 +4,7 @@ Construction checks what only a loaded taskset can tell (the config is valid, th
 and is not empty, its prompts are text, whether it scores groups, the tokenizer loads) on the
 side that runs the episodes, so the trainer side never imports Verifiers or Renderers when the
 episodes run elsewhere. In-process, :func:`describe_loaded` describes the taskset the rollout
-function loaded itself; for workers, ``python -m miles_verifiers._workers.describe`` (started
+function loaded itself; for workers, ``python -m miles_verifiers._episodes.describe`` (started
 with the workers' interpreter) answers one :class:`DescribeRequest` read from stdin.
 """
 
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers._workers.protocol import DescribeRequest, Description
-from miles_verifiers._workers.records import task_record
+from miles_verifiers._seam.protocol import DescribeRequest, Description
+from miles_verifiers._seam.records import task_record
 
 # What a worker reports it runs, in its hello and its description.
 REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
@@ -37,7 +37,7 @@ def describe_loaded(
     config: Any, loaded: Any, renderer_identity: str | None, vocab_size: int | None
 ) -> Description:
     """The description of a taskset already loaded (its prompts are checked here)."""
-    from miles_verifiers._content import check_task_prompts
+    from miles_verifiers._episodes.content import check_task_prompts
 
     # A media part would be dropped on the token path; refuse it before anything is sent.
     check_task_prompts(loaded.tasks)
@@ -53,7 +53,11 @@ def describe_loaded(
 
 def load_config_and_taskset(config_path: str, config_text: str) -> tuple[Any, Any]:
     """The validated config and the loaded taskset, from the config's text."""
-    from miles_verifiers._config import env_config_from_data, load_taskset, parse_config_text
+    from miles_verifiers._episodes.config import (
+        env_config_from_data,
+        load_taskset,
+        parse_config_text,
+    )
 
     path = Path(config_path)
     config = env_config_from_data(parse_config_text(config_text, path), path)
@@ -66,7 +70,7 @@ def describe(request: DescribeRequest) -> Description:
 
     # This side's Verifiers is the one that runs the episodes: check it before importing it.
     require_supported_versions()
-    from miles_verifiers._clients import RendererSpec, identify_renderer, load_one_renderer
+    from miles_verifiers._episodes.clients import RendererSpec, identify_renderer, load_one_renderer
 
     config, loaded = load_config_and_taskset(request.config_path, request.config_text)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
@@ -79,7 +83,7 @@ def describe(request: DescribeRequest) -> Description:
 
 def main() -> None:
     """Answer the one request on stdin with one reply on stdout (nothing else is written)."""
-    from miles_verifiers._workers.worker import WorkerHandler
+    from miles_verifiers._episodes.worker import WorkerHandler
 
     out = os.dup(1)
     os.dup2(2, 1)  # a library that prints must not corrupt the reply

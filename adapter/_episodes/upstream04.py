@@ -1,6 +1,6 @@
 """Every non-public piece of Verifiers 0.4 the episode worker relies on, in one module.
 
-Like :mod:`miles_verifiers._upstream` (the 0.2.0 list), no other module touches these; each
+Like :mod:`miles_verifiers._episodes.upstream` (the 0.2.0 list), no other module touches these; each
 entry has a test in ``tests/workers/test_upstream04.py``, run by a worker interpreter with 0.4.0
 (``tox -e verifiers04``).
 Upstream imports happen inside the functions.
@@ -17,7 +17,7 @@ verifiers 0.4.0
    (a closed loopback port) and fail with connection errors.
    -> :func:`install_transport_hook`
 2. ``TrainClient.client``: the object ``renderers.client.generate`` is given as the
-   ``AsyncOpenAI`` (the same surface as in 0.2.0, see ``_upstream`` entry 9).
+   ``AsyncOpenAI`` (the same surface as in 0.2.0, see ``upstream`` entry 9).
    -> :func:`install_transport_hook`
 """
 

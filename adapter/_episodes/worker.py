@@ -5,7 +5,7 @@ a local child process and a Ray actor (``handle_frame`` takes request bytes and 
 bytes), and the trainer's own process (``handle`` takes the request itself, see
 :mod:`.in_process`). What differs between Verifiers generations (loading, the model client,
 running a group) is a :class:`Generation`: :class:`Generation02` here, ``Generation04`` in
-:mod:`.episodes04`. Each rollout call gets its own :class:`~miles_verifiers._episodes.CallScope`
+:mod:`.episodes04`. Each rollout call gets its own :class:`~miles_verifiers._episodes.calls.CallScope`
 (own environment, transport with the rid prefix the trainer chose for this worker, client),
 keyed by call id and held by one task from entry to exit, so a training and an evaluation call
 on one worker stay apart. Ending a call cancels its leftover episodes and aborts their
@@ -21,16 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from miles_verifiers._episodes import (
+from miles_verifiers._episodes.calls import (
     CallScope,
     CleanupLimits,
     EnvironmentPool,
     GroupRun,
     run_group,
 )
+from miles_verifiers._episodes.describe import describe, installed_versions, load_config_and_taskset
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._workers.describe import describe, installed_versions, load_config_and_taskset
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._seam.protocol import (
     CallEnd,
     CallStart,
     DescribeRequest,
@@ -46,7 +46,7 @@ from miles_verifiers._workers.protocol import (
     WorkerSetup,
     read_request,
 )
-from miles_verifiers._workers.records import trace_record
+from miles_verifiers._seam.records import trace_record
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def build(setup: WorkerSetup) -> Built02:
     Only the worker's own interpreter and packages are used (the taskset packages must be
     installed where the workers run): nothing of the trainer's import path is borrowed.
     """
-    from miles_verifiers._clients import shared_renderer_pool
+    from miles_verifiers._episodes.clients import shared_renderer_pool
 
     config, loaded = load_config_and_taskset(setup.config_path, setup.config_text)
     check_task_count(setup, len(loaded.tasks))
@@ -137,7 +137,7 @@ def check_task_count(setup: WorkerSetup, loaded: int) -> None:
 
 
 def renderer_spec(setup: WorkerSetup) -> Any:
-    from miles_verifiers._clients import RendererSpec
+    from miles_verifiers._episodes.clients import RendererSpec
 
     return RendererSpec(**setup.renderer.model_dump())
 
@@ -169,7 +169,7 @@ class Generation02:
         return describe(request)
 
     def open_call(self, built: Built02, start: CallStart, transport: Any) -> tuple[Any, str]:
-        from miles_verifiers._clients import MilesTrainClient
+        from miles_verifiers._episodes.clients import MilesTrainClient
 
         return MilesTrainClient(transport, built.renderer_pool, built.renderer_spec), ""
 
@@ -202,7 +202,7 @@ def generation_for(verifiers_version: str | None) -> Generation:
 
     if not uses_slots_api(verifiers_version):
         return Generation02()
-    from miles_verifiers._workers.episodes04 import Generation04
+    from miles_verifiers._episodes.episodes04 import Generation04
 
     return Generation04()
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._workers.records import TaskRecord, TraceRecord
+from miles_verifiers._seam.records import TaskRecord, TraceRecord
 
 PROTOCOL_VERSION = "2.0"
 

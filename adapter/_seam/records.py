@@ -1,8 +1,8 @@
 """A Verifiers trace as a plain record: the one thing the episode side hands the trainer side.
 
 The record holds exactly what the rollout function reads from a trace: conversion to a sample
-(:mod:`miles_verifiers._conversion`), evaluation entries (:mod:`miles_verifiers._evaluation`),
-metrics (:mod:`miles_verifiers._metrics`) and the drop decisions of training. Everything is
+(:mod:`miles_verifiers._trainer.conversion`), evaluation entries (:mod:`miles_verifiers._trainer.evaluation`),
+metrics (:mod:`miles_verifiers._trainer.metrics`) and the drop decisions of training. Everything is
 computed on the episode side by Verifiers itself (branches, masks, log-probs, totals), so the
 trainer side never re-derives a Verifiers rule and needs no Verifiers objects, whether the
 episodes ran in workers or in the trainer's own process.

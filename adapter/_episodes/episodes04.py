@@ -1,13 +1,13 @@
 """The episode worker for Verifiers 0.4 (the Env / slots / run_slot V1 API).
 
-The worker's handler (:mod:`._workers.worker`) answers the protocol and holds the calls; it
+The worker's handler (:mod:`.worker`) answers the protocol and holds the calls; it
 uses this generation when the worker's Verifiers is 0.3 or newer. A group of ``n`` rollouts is ``n``
 slots of one task (``env.slots(task, n)``), each an independent episode run by
 ``env.run_slot`` with its own model context, so every rollout gets its own sampling seed
 without any private hook. The model client is Verifiers' own ``TrainClient``, built by the
 interception server from a ``TrainClientConfig``; its engine connection is the call's SGLang
 transport (exact token ids and log-probs, this worker's rid prefix for aborts), put there
-through the one non-public seam listed in :mod:`miles_verifiers._upstream04`.
+through the one non-public seam listed in :mod:`miles_verifiers._episodes.upstream04`.
 
 Only the traces of trainable agents become records; a rollout must yield exactly one. A group
 whose rollout yields none or several, whose clean trace has an unscored reward, or whose
@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from miles_verifiers._episodes import CleanupLimits, EnvironmentPool
-from miles_verifiers._upstream04 import TransportLoans, install_transport_hook
-from miles_verifiers._workers.config04 import Loaded04, describe04, load04, renderer_config04
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._episodes.calls import CleanupLimits, EnvironmentPool
+from miles_verifiers._episodes.config04 import Loaded04, describe04, load04, renderer_config04
+from miles_verifiers._episodes.records04 import trace_record04
+from miles_verifiers._episodes.upstream04 import TransportLoans, install_transport_hook
+from miles_verifiers._episodes.worker import OpenCall, check_task_count
+from miles_verifiers._seam.protocol import (
     CallStart,
     DescribeRequest,
     EpisodeErrorRecord,
@@ -35,9 +37,7 @@ from miles_verifiers._workers.protocol import (
     ReplyBody,
     WorkerSetup,
 )
-from miles_verifiers._workers.records import TraceRecord
-from miles_verifiers._workers.records04 import trace_record04
-from miles_verifiers._workers.worker import OpenCall, check_task_count
+from miles_verifiers._seam.records import TraceRecord
 
 # The API key variable the TrainClientConfig names: none is needed (the transport talks to
 # SGLang), and naming Verifiers' default would make it read the Prime CLI's config.

@@ -11,8 +11,8 @@ import subprocess
 from typing import Any
 
 from miles_verifiers._errors import SetupError
-from miles_verifiers._workers.pool import PoolLimits, WorkerPool
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._seam.pool import PoolLimits, WorkerPool
+from miles_verifiers._seam.protocol import (
     CleanupSpec,
     DescribeRequest,
     Description,
@@ -59,7 +59,7 @@ def describe_elsewhere(python: str, request: DescribeRequest) -> Description:
     payload = Request(id=1, body=request).model_dump_json().encode()
     try:
         done = subprocess.run(
-            [python, "-m", "miles_verifiers._workers.describe"],
+            [python, "-m", "miles_verifiers._episodes.describe"],
             input=payload,
             capture_output=True,
             timeout=DESCRIBE_TIMEOUT_S,
@@ -123,9 +123,9 @@ def build_pool(run: Any) -> WorkerPool:
     )
     python = settings.episode_worker_python
     if settings.episode_worker_backend == "ray":
-        from miles_verifiers._workers.ray_backend import start_ray_worker
+        from miles_verifiers._seam.ray_backend import start_ray_worker
 
         return WorkerPool(limits, worker_setup(run), functools.partial(start_ray_worker, python=python))
-    from miles_verifiers._workers.local import LocalWorker
+    from miles_verifiers._seam.local import LocalWorker
 
     return WorkerPool(limits, worker_setup(run), functools.partial(LocalWorker.start, python=python))

@@ -1,4 +1,4 @@
-"""A local episode worker process: ``python -m miles_verifiers._workers.child``.
+"""A local episode worker process: ``python -m miles_verifiers._episodes.child``.
 
 Reads length-prefixed request frames from stdin and writes reply frames to stdout, serving
 requests concurrently. The protocol owns the real stdout: file descriptor 1 is pointed at
@@ -22,9 +22,9 @@ import signal
 import sys
 import threading
 
-from miles_verifiers._workers import procs
-from miles_verifiers._workers.framing import encode_frame, read_frame, tag, untag
-from miles_verifiers._workers.worker import WorkerHandler
+from miles_verifiers._episodes.worker import WorkerHandler
+from miles_verifiers._seam import procs
+from miles_verifiers._seam.framing import encode_frame, read_frame, tag, untag
 
 logger = logging.getLogger(__name__)
 

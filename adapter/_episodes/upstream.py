@@ -36,7 +36,7 @@ renderers 0.1.10
    renderer ``isinstance(renderer, RendererPool)``. Our growing pool subclasses ``RendererPool``
    for that reason alone. Without it renders run on the event loop and a pool checkout blocks
    it. The flip side is relied on too: any other renderer object runs inline, which is how a
-   short prompt renders on the loop (:class:`miles_verifiers._inline_render.InlineRenderer`).
+   short prompt renders on the loop (:class:`miles_verifiers._episodes.inline_render.InlineRenderer`).
    If that changed, short prompts would go to a thread again (slower, still correct).
    -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
 7. ``RendererPool`` private fields ``_factory``, ``_size``, ``_sole``, ``_lock``, ``_pool`` and

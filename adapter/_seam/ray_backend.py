@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from miles_verifiers._errors import SetupError
-from miles_verifiers._workers.link import WorkerLostError
+from miles_verifiers._seam.link import WorkerLostError
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class _EpisodeWorkerActor:
     """The actor body: one handler, request bytes in, reply bytes out."""
 
     def __init__(self) -> None:
-        from miles_verifiers._workers import procs
-        from miles_verifiers._workers.worker import WorkerHandler
+        from miles_verifiers._episodes.worker import WorkerHandler
+        from miles_verifiers._seam import procs
 
         procs.become_child_subreaper()
         self._handler = WorkerHandler()
@@ -74,8 +74,8 @@ class _EpisodeWorkerActor:
 
     async def shutdown(self) -> None:
         """End every call (closing its environment), then what this actor started."""
-        from miles_verifiers._workers import procs
-        from miles_verifiers._workers.child import DESCENDANT_GRACE_S, EXIT_GRACE_S
+        from miles_verifiers._episodes.child import DESCENDANT_GRACE_S, EXIT_GRACE_S
+        from miles_verifiers._seam import procs
 
         try:
             async with asyncio.timeout(EXIT_GRACE_S):
@@ -145,7 +145,7 @@ class RayWorker:
 
 
 def _shutdown_bound_s() -> float:
-    from miles_verifiers._workers.child import STOP_BOUND_S
+    from miles_verifiers._episodes.child import STOP_BOUND_S
 
     return STOP_BOUND_S
 

@@ -21,17 +21,17 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self
 
-from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._owned_tasks import OwnedTasks
-from miles_verifiers._upstream import (
+from miles_verifiers._episodes.upstream import (
     interception_runners,
     set_rollout_context,
     set_shutdown_timeout,
 )
+from miles_verifiers._errors import RolloutCallError
+from miles_verifiers._owned_tasks import OwnedTasks
 
 logger = logging.getLogger(__name__)
 
-# "worker_lost": the episode worker running the group died or hung (see _workers.pool).
+# "worker_lost": the episode worker running the group died or hung (see _seam.pool).
 RunFailure = Literal["episode_error", "episode_timeout", "worker_lost"]
 
 
@@ -60,7 +60,7 @@ class GroupRun:
     """What running one task's episode produced.
 
     ``traces`` are in rollout order: Verifiers traces on the episode side, their
-    :class:`~miles_verifiers._workers.records.TraceRecord` on the trainer side. When the episode
+    :class:`~miles_verifiers._seam.records.TraceRecord` on the trainer side. When the episode
     itself failed (``failure`` set) they are whatever traces its rollouts had reached, possibly
     fewer than asked for, possibly unscored.
     """
@@ -114,7 +114,7 @@ async def run_group(
 
 
 class GroupRunner(Protocol):
-    """Runs task groups for one call (``_workers.call.WorkerCallScope``, whatever the backend)."""
+    """Runs task groups for one call (``_seam.call.WorkerCallScope``, whatever the backend)."""
 
     async def run(self, slot: int, task_index: int) -> GroupRun:
         """The episode of task ``task_index`` at ``slot`` (its seeds follow the slot)."""

@@ -1,11 +1,11 @@
 """Load and check everything the rollout function needs before its first episode.
 
 :func:`prepare_run` runs the checks in a fixed order (as stages of
-:mod:`miles_verifiers._construction`), so the first thing a user must fix is the first thing
+:mod:`miles_verifiers._trainer.construction`), so the first thing a user must fix is the first thing
 reported:
 
 1. installed versions (:mod:`miles_verifiers._versions`);
-2. Miles options (:mod:`miles_verifiers._options`);
+2. Miles options (:mod:`miles_verifiers._trainer.options`);
 3. the ``VERIFIERS_CONFIG`` file: set, present, ``.toml``, valid TOML, a V1 config, a schema
    verifiers accepts, a chat-speaking harness;
 4. the taskset: installed, loads, at least one task;
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from miles_verifiers._errors import SetupError
-from miles_verifiers._options import MilesOptions
+from miles_verifiers._trainer.options import MilesOptions
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -516,11 +516,11 @@ def prepare_run(
     """Run the checks of steps 1-5 in order and return what they produced.
 
     ``environ`` defaults to ``os.environ``; ``version_of`` reads an installed version. The
-    checks are the stages of :mod:`miles_verifiers._construction`, the rollout function's one
+    checks are the stages of :mod:`miles_verifiers._trainer.construction`, the rollout function's one
     construction path.
     """
     # Imported here: the construction table is built from this module's checks.
-    from miles_verifiers import _construction as construction
+    from miles_verifiers._trainer import construction
 
     given = construction.inputs(
         args, environ=environ, use_miles=False, dispatch_budget_factor=1, version_of=version_of

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._scheduling_schema import SavedState, describe_validation_error
+from miles_verifiers._trainer.scheduling_schema import SavedState, describe_validation_error
 
 STATE_FILE_NAME = "miles_verifiers_scheduler.json"
 # Format 2 records the batch shape and Miles' checkpoints; format 1 files are refused.
@@ -419,7 +419,7 @@ class SchedulerState:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> SchedulerState:
-        """Parse and fully validate ``data`` (see :mod:`miles_verifiers._scheduling_schema`)."""
+        """Parse and fully validate ``data`` (see :mod:`miles_verifiers._trainer.scheduling_schema`)."""
         if data.get("format") != STATE_FORMAT:
             raise SchedulingError(
                 f"task-scheduler state has format {data.get('format')!r}; this version reads "

@@ -38,7 +38,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from miles_verifiers._contract.compat import build_sample
-from miles_verifiers._conversion import (
+from miles_verifiers._episodes.calls import GroupRun, GroupRunner, describe_error, gather_bounded
+from miles_verifiers._errors import is_unsupported_request
+from miles_verifiers._seam.records import TaskRecord, TraceRecord, serialize_prompt
+from miles_verifiers._trainer.conversion import (
     METADATA_KEY,
     TOTAL_REWARD_KEY,
     BranchPolicy,
@@ -48,17 +51,14 @@ from miles_verifiers._conversion import (
     trace_reward,
     trace_to_sample,
 )
-from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error, gather_bounded
-from miles_verifiers._errors import is_unsupported_request
-from miles_verifiers._hooks import MilesHooks
-from miles_verifiers._metrics import (
+from miles_verifiers._trainer.hooks import MilesHooks
+from miles_verifiers._trainer.metrics import (
     TRAIN_PREFIX,
     merge,
     summarize_trace,
     trace_metrics,
     with_eval_prefix,
 )
-from miles_verifiers._workers.records import TaskRecord, TraceRecord, serialize_prompt
 
 logger = logging.getLogger(__name__)
 

@@ -5,18 +5,18 @@ it once per rollout id with a train input, and now and then with an eval input, 
 thread whose coroutines all run on one persistent event loop. One instance serves both.
 
 Construction checks everything before any episode can run, with the ordered stages of
-:mod:`miles_verifiers._construction` (installed versions, Miles options, the model identity, the
+:mod:`miles_verifiers._trainer.construction` (installed versions, Miles options, the model identity, the
 hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
 sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
 nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
 read from ``args`` at call time).
 
-Each call runs in its own :class:`~miles_verifiers._workers.call.WorkerCallScope` (its own
+Each call runs in its own :class:`~miles_verifiers._seam.call.WorkerCallScope` (its own
 rid prefix; wherever its episodes run, its own Verifiers environment and transport there), so a
 training call and an evaluation call may overlap on one instance without touching each other's
 state or requests. The episodes run on one backend, assembled the same way whichever it is:
-this process (:mod:`miles_verifiers._workers.in_process`) or episode workers (local processes
-or Ray actors, :mod:`miles_verifiers._workers.pool`); every backend hands back trace records.
+this process (:mod:`miles_verifiers._seam.in_process`) or episode workers (local processes
+or Ray actors, :mod:`miles_verifiers._seam.pool`); every backend hands back trace records.
 Training calls are serialized: each continues the task stream where the previous one stopped.
 
 Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
@@ -42,21 +42,21 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from miles_verifiers import _construction as construction
 from miles_verifiers._contract.compat import Contract, contract, sample_field_names
-from miles_verifiers._conversion import BranchPolicy
-from miles_verifiers._engine_settings import engine_url_from_args, sampling_config_values
-from miles_verifiers._episodes import CleanupLimits, new_rid_prefix, rollout_seeds
+from miles_verifiers._episodes.calls import CleanupLimits, new_rid_prefix, rollout_seeds
 from miles_verifiers._errors import SetupError
-from miles_verifiers._evaluation import EvalSetup, evaluate
-from miles_verifiers._hooks import MilesHooks
-from miles_verifiers._options import MilesOptions
 from miles_verifiers._runner.loop import BackgroundLoop
-from miles_verifiers._scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
-from miles_verifiers._state_dir import claim as claim_state_dir
-from miles_verifiers._training import TaskStream, TrainSetup, train_rollout
-from miles_verifiers._workers.call import EpisodeBackend, WorkerCallScope
-from miles_verifiers._workers.protocol import Description, RendererSpecModel, WorkerSetup
+from miles_verifiers._seam.call import EpisodeBackend, WorkerCallScope
+from miles_verifiers._seam.protocol import Description, RendererSpecModel, WorkerSetup
+from miles_verifiers._trainer import construction
+from miles_verifiers._trainer.conversion import BranchPolicy
+from miles_verifiers._trainer.engine_settings import engine_url_from_args, sampling_config_values
+from miles_verifiers._trainer.evaluation import EvalSetup, evaluate
+from miles_verifiers._trainer.hooks import MilesHooks
+from miles_verifiers._trainer.options import MilesOptions
+from miles_verifiers._trainer.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers._trainer.state_dir import claim as claim_state_dir
+from miles_verifiers._trainer.training import TaskStream, TrainSetup, train_rollout
 
 logger = logging.getLogger(__name__)
 
@@ -184,8 +184,8 @@ class _Run:
 def _in_process_builder(made: Mapping[str, Any]) -> tuple[Callable[[WorkerSetup], Any], Any]:
     """The episode side's builder from what construction loaded, and its renderer pool (built
     now: the tokenizer loads at construction, and its vocabulary bounds the engine answers)."""
-    from miles_verifiers._clients import RendererSpec, shared_renderer_pool
-    from miles_verifiers._workers.worker import assemble
+    from miles_verifiers._episodes.clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers._episodes.worker import assemble
 
     pool = shared_renderer_pool(RendererSpec(**made["renderer"].model_dump()))
     config, loaded = made["config"], made["taskset"]
@@ -272,14 +272,14 @@ def _episode_backend(run: _Run) -> EpisodeBackend:
     """Where the episodes run: this process, or a worker pool (no worker starts yet)."""
     settings = run.settings
     if settings.episode_worker_backend == "ray":
-        from miles_verifiers._workers.ray_backend import require_ray
+        from miles_verifiers._seam.ray_backend import require_ray
 
         require_ray()
-    from miles_verifiers._workers.setup import build_pool, worker_setup
+    from miles_verifiers._seam.setup import build_pool, worker_setup
 
     if run.in_process is not None:
-        from miles_verifiers._workers.in_process import InProcessEpisodes
-        from miles_verifiers._workers.worker import Generation02, WorkerHandler
+        from miles_verifiers._episodes.worker import Generation02, WorkerHandler
+        from miles_verifiers._seam.in_process import InProcessEpisodes
 
         # The trainer's own Verifiers, which the version gate allowed: 0.2.0.
         built = run.in_process(worker_setup(run))
@@ -316,7 +316,7 @@ class VerifiersRolloutFn:
     ``await fn(RolloutFnTrainInput(rollout_id=k))`` returns ``RolloutFnTrainOutput`` with
     exactly ``--rollout-batch-size`` groups of ``--n-samples-per-prompt`` samples, in task
     order; ``await fn(RolloutFnEvalInput(rollout_id=k))`` returns ``RolloutFnEvalOutput`` for
-    every task (see :mod:`miles_verifiers._evaluation`).
+    every task (see :mod:`miles_verifiers._trainer.evaluation`).
     """
 
     def __init__(self, input: Any, *, settings: AdapterSettings | None = None) -> None:

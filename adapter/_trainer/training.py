@@ -1,6 +1,6 @@
 """One training rollout: dispatch task groups, judge them, return the first kept ones in task order.
 
-The task stream and the settling rules live in :mod:`miles_verifiers._scheduling`; this module
+The task stream and the settling rules live in :mod:`miles_verifiers._trainer.scheduling`; this module
 runs them against real episodes:
 
 * groups are dispatched from the cursor (carry-over first), the over-sampling batch at once and
@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from miles_verifiers._conversion import (
+from miles_verifiers._episodes.calls import GroupRun, GroupRunner, describe_error
+from miles_verifiers._errors import RolloutCallError, SetupError, is_unsupported_request
+from miles_verifiers._seam.records import TaskRecord
+from miles_verifiers._trainer.conversion import (
     BranchPolicy,
     ConversionError,
     ConvertedGroup,
@@ -39,10 +42,8 @@ from miles_verifiers._conversion import (
     looks_like_engine_abort,
     training_output,
 )
-from miles_verifiers._episodes import GroupRun, GroupRunner, describe_error
-from miles_verifiers._errors import RolloutCallError, SetupError, is_unsupported_request
-from miles_verifiers._hooks import MilesHooks
-from miles_verifiers._metrics import (
+from miles_verifiers._trainer.hooks import MilesHooks
+from miles_verifiers._trainer.metrics import (
     DROP_ABORTED,
     DROP_EMPTY_TRACE,
     DROP_ENGINE_CONTRACT,
@@ -57,7 +58,7 @@ from miles_verifiers._metrics import (
     summarize_trace,
     trace_metrics,
 )
-from miles_verifiers._scheduling import (
+from miles_verifiers._trainer.scheduling import (
     CheckpointPlan,
     Cursor,
     DispatchBudgetError,
@@ -75,7 +76,6 @@ from miles_verifiers._scheduling import (
     tasks_to_dispatch,
     write_state,
 )
-from miles_verifiers._workers.records import TaskRecord
 
 logger = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from miles_verifiers._episodes import GroupRun
+from miles_verifiers._episodes.calls import GroupRun
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._workers.link import WorkerLink, WorkerLostError
-from miles_verifiers._workers.protocol import (
+from miles_verifiers._seam.link import WorkerLink, WorkerLostError
+from miles_verifiers._seam.protocol import (
     CallEnd,
     CallStart,
     GroupRequest,

@@ -1,8 +1,8 @@
 """The trainer side of one rollout call, whichever backend runs its episodes.
 
 :class:`WorkerCallScope` spawns the call's group tasks, runs groups (``run``) by handing them
-to its :class:`EpisodeBackend` (a :class:`~miles_verifiers._workers.pool.WorkerPool` of local
-processes or Ray actors, or :class:`~miles_verifiers._workers.in_process.InProcessEpisodes`),
+to its :class:`EpisodeBackend` (a :class:`~miles_verifiers._seam.pool.WorkerPool` of local
+processes or Ray actors, or :class:`~miles_verifiers._seam.in_process.InProcessEpisodes`),
 answers the prefix-cache lookups of conversion from the trace records the backend returned,
 and winds the call down.
 
@@ -24,11 +24,16 @@ from typing import Any, Protocol, Self
 
 import httpx
 
-from miles_verifiers._episodes import CleanupLimits, GroupRun, describe_error, warn_abort_failures
+from miles_verifiers._episodes.calls import (
+    CleanupLimits,
+    GroupRun,
+    describe_error,
+    warn_abort_failures,
+)
 from miles_verifiers._owned_tasks import OwnedTasks
-from miles_verifiers._workers.pool import RESTARTS_SETTING, CallOnWorkers, WorkerRestartLimitError
-from miles_verifiers._workers.protocol import CallStart, GroupRequest
-from miles_verifiers._workers.records import PrefixCacheRecord
+from miles_verifiers._seam.pool import RESTARTS_SETTING, CallOnWorkers, WorkerRestartLimitError
+from miles_verifiers._seam.protocol import CallStart, GroupRequest
+from miles_verifiers._seam.records import PrefixCacheRecord
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ class EpisodeBackend(Protocol):
     """
 
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
-        """The group's run; its traces are :class:`~._workers.records.TraceRecord`."""
+        """The group's run; its traces are :class:`~miles_verifiers._seam.records.TraceRecord`."""
         ...
 
     async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
