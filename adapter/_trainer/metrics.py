@@ -14,7 +14,7 @@ taken over what the caller passes, which should be the traces/samples actually r
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ GROUPS_ACCEPTED = "groups_accepted"
 GROUPS_DROPPED = "groups_dropped"
 GROUPS_REPLACED = "groups_replaced"
 GROUPS_CARRIED_OVER = "groups_carried_over"
+# Per name, the mean over the traces that carry it: each reward function's score and each
+# metric the environment recorded (Verifiers 0.4's ``Env.finalize`` included).
+REWARD_NAME_PREFIX = "reward/"
+METRIC_NAME_PREFIX = "metric/"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class TraceSummary:
     num_turns: int
     response_tokens: int
     total_tokens: int
+    rewards: Mapping[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
 
 def summarize_trace(trace: TraceRecord) -> TraceSummary:
@@ -73,6 +79,8 @@ def summarize_trace(trace: TraceRecord) -> TraceSummary:
         num_turns=int(trace.num_turns),
         response_tokens=int(trace.num_output_tokens),
         total_tokens=int(trace.num_total_tokens),
+        rewards=dict(trace.rewards),
+        metrics=dict(trace.metrics),
     )
 
 
@@ -95,6 +103,15 @@ def trace_metrics(
         f"{prefix}{NUM_TURNS_MAX}": float(max(s.num_turns for s in summaries)),
         f"{prefix}{RESPONSE_TOKENS_MEAN}": _mean([float(s.response_tokens) for s in summaries]),
         f"{prefix}{TOTAL_TOKENS_MEAN}": _mean([float(s.total_tokens) for s in summaries]),
+        **_means_by_name([s.rewards for s in summaries], f"{prefix}{REWARD_NAME_PREFIX}"),
+        **_means_by_name([s.metrics for s in summaries], f"{prefix}{METRIC_NAME_PREFIX}"),
+    }
+
+
+def _means_by_name(values: Sequence[Mapping[str, float]], prefix: str) -> dict[str, float]:
+    names = sorted({name for one in values for name in one})
+    return {
+        f"{prefix}{name}": _mean([one[name] for one in values if name in one]) for name in names
     }
 
 

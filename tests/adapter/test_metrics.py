@@ -28,7 +28,8 @@ def summary(
 
 
 def test_trace_summary_reads_a_real_trace(two_turn_trace):
-    s = summarize_trace(trace_record(two_turn_trace))
+    record = trace_record(two_turn_trace)
+    s = summarize_trace(record)
     assert s == TraceSummary(
         reward=1.0,
         has_error=False,
@@ -36,6 +37,8 @@ def test_trace_summary_reads_a_real_trace(two_turn_trace):
         num_turns=2,
         response_tokens=4,
         total_tokens=12,
+        rewards=record.rewards,
+        metrics=record.metrics,
     )
 
 
@@ -59,6 +62,20 @@ def test_trace_metrics_are_means_over_the_given_traces():
     assert metrics["verifiers/num_turns_max"] == 3.0
     assert metrics["verifiers/response_tokens_mean"] == 20.0
     assert metrics["verifiers/num_traces"] == 2.0
+
+
+def test_each_reward_and_metric_name_gets_its_mean_over_the_traces_that_carry_it():
+    metrics = trace_metrics(
+        [
+            TraceSummary(
+                1.5, False, False, 1, 1, 1, {"correct": 1.0, "well_formed": 1.0}, {"judged": 1.0}
+            ),
+            TraceSummary(0.0, False, False, 1, 1, 1, {"correct": 0.0}, {}),
+        ]
+    )
+    assert metrics["verifiers/reward/correct"] == 0.5
+    assert metrics["verifiers/reward/well_formed"] == 1.0
+    assert metrics["verifiers/metric/judged"] == 1.0
 
 
 def test_no_traces_give_no_metrics():
