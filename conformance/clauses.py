@@ -7,7 +7,7 @@ missing here is a collection error, so the table and the tests cannot drift apar
 Ids are grouped by area: CALL (how Miles builds and calls the function), OPT (Miles options),
 CFG (the Verifiers config), TRN (train output), CYC/RES (taskset order and resumption),
 GRP (groups and rewards), BR (graph branches), TRP (engine payloads), FLT (engine faults),
-EVL (eval output), SNP (snapshots) and SUITE (the suite checking itself).
+EVL (eval output), FIN (Verifiers 0.4's episode judgement), SNP (snapshots) and SUITE (the suite checking itself).
 
 Every clause belongs to exactly one tier (``TIERS``), and the report keeps the tiers apart:
 the Miles contract (what any correct adapter must do), this project's promises (choices the
@@ -149,6 +149,11 @@ CLAUSES: Final = MappingProxyType(
         "eval rollout the engine aborted is returned with status aborted.",
         "EVL-3": "Eval metrics use keys no train metric uses (Miles logs train and eval "
         "metrics on different step axes).",
+        # Verifiers 0.4's episode judgement (Env.finalize), run with 0.4 workers.
+        "FIN-1": "Rewards Verifiers 0.4's Env.finalize records on a trace count, with their "
+        "weights, in the reward of that trace's sample.",
+        "FIN-2": "An episode whose Env.finalize raised is never trained on: its group is "
+        "replaced by the next task's.",
         # The suite checks itself.
         "SUITE-1": "Pointed at a deliberately broken adapter, the suite fails the matching clauses.",
         "SUITE-2": "A snapshot changed on purpose is reported by the drift summary.",
