@@ -10,6 +10,7 @@ as ``unavailable: <reason>`` in the result's settings instead of failing the run
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 
 import pytest
@@ -20,7 +21,10 @@ from benchmarks.recorder import Recorder
 from benchmarks.rollouts import CallStats, RolloutDriver, rollout_driver
 from benchmarks.scale import RolloutPoint, SaturationPlan, Scale
 from benchmarks.workers import (
+    GENERATION_VARIANT,
+    WORKER_PYTHON04,
     VariantSetup,
+    record_generation_point,
     record_worker_point,
     record_worker_saturation,
     unavailable_settings,
@@ -150,3 +154,57 @@ def test_saturation_against_worker_count(
 
     benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
     record_worker_saturation(recorder, plan.name, plan.description, plan.decode_s_per_token, rounds)
+
+
+def test_verifiers04_workers_against_verifiers02_workers(
+    benchmark,
+    scale: Scale,
+    recorder: Recorder,
+    zero_latency_engine,
+    setups: dict[str, VariantSetup],
+) -> None:
+    """The same mv-arith work in two local workers running verifiers 0.2.0 and two running
+    0.4.0 (mv-arith04), rounds interleaved: what moving to 0.4 costs the trainer."""
+    python04 = os.environ.get(WORKER_PYTHON04)
+    two = setups.get(GENERATION_VARIANT)
+    if not python04 or two is None or two.settings is None:
+        reason = f"unavailable: set {WORKER_PYTHON04} to a verifiers 0.4.0 worker's python"
+        if two is None or two.settings is None:
+            reason = f"unavailable: this run has no {GENERATION_VARIANT} variant"
+        recorder.settings["workers.mv-arith04"] = reason
+        recorder.note(f"workers.mv-arith04: {reason}")
+        pytest.skip(reason)
+    url, engine_pid = zero_latency_engine
+    point = scale.worker_points["mv-arith"]
+    settings = {
+        "mv-arith": two.settings,
+        "mv-arith04": two.settings.model_copy(update={"episode_worker_python": python04}),
+    }
+    calls: dict[str, list[CallStats]] = {taskset: [] for taskset in settings}
+
+    def measure() -> None:
+        with ExitStack() as stack:
+            drivers = {
+                taskset: stack.enter_context(
+                    rollout_driver(
+                        engine_url=url,
+                        taskset=taskset,
+                        groups=point.groups,
+                        samples_per_group=point.samples_per_group,
+                        concurrency=point.concurrency,
+                        max_response_tokens=scale.max_response_tokens,
+                        exclude_pids=(engine_pid,),
+                        settings=chosen,
+                    )
+                )
+                for taskset, chosen in settings.items()
+            }
+            for driver in drivers.values():
+                driver.call()  # unmeasured: workers started, tokenizers loaded
+            for _ in range(point.rounds or scale.rounds):
+                for taskset, driver in drivers.items():
+                    flush_cache(url)
+                    calls[taskset].append(driver.call())
+
+    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    record_generation_point(recorder, calls["mv-arith"], calls["mv-arith04"])

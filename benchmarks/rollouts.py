@@ -41,6 +41,8 @@ TASKSET_CONFIGS: dict[str, Path] = {
     "mv-arith": CONFIG_DIR / "mv_arith.toml",
     "mv-dialogue": CONFIG_DIR / "mv_dialogue.toml",
     "mv-tools": CONFIG_DIR / "mv_tools.toml",
+    # mv-arith ported to Verifiers 0.4 (its episodes need a worker with verifiers 0.4.0).
+    "mv-arith04": CONFIG_DIR / "v04" / "mv_arith.toml",
 }
 
 

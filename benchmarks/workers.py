@@ -371,6 +371,46 @@ def record_worker_point(
             )
 
 
+# The Verifiers generations compared side by side (``bench_workers.py``): the same work, in
+# two local workers each, against mv-arith (verifiers 0.2.0) and its port mv-arith04 (0.4.0).
+GENERATION_VARIANT = "w2"
+WORKER_PYTHON04 = "MILES_VERIFIERS_BENCH_WORKER_PYTHON04"
+"""The Python of a virtualenv with ``miles-verifiers[verifiers04]`` and mv-arith04 (``tox -e
+bench`` builds one); unset, the 0.4 row is recorded as unavailable."""
+
+
+def record_generation_point(
+    recorder: Recorder, calls02: Sequence[CallLike], calls04: Sequence[CallLike]
+) -> None:
+    """The 0.4 row: its throughput and per-turn CPU, and both over 0.2.0's (per-round ratios
+    of rounds measured interleaved)."""
+    record_worker_point(recorder, "mv-arith04", {GENERATION_VARIANT: calls04})
+    params = _variant_params(GENERATION_VARIANT, taskset="mv-arith04")
+    key = f"workers.mv-arith04.{GENERATION_VARIANT}"
+    recorder.record(
+        f"{key}.throughput_over_0_2",
+        round_ratios(
+            [c.rollouts / c.wall_s for c in calls04], [c.rollouts / c.wall_s for c in calls02]
+        ),
+        group="workers",
+        label="rollouts/s, verifiers 0.4.0 / 0.2.0 workers (mv-arith04 / mv-arith, per-round ratio)",
+        unit="ratio",
+        **params,
+    )
+    recorder.record(
+        f"{key}.trainer_cpu_over_0_2",
+        round_ratios(
+            [per_turn_ms(c.trainer_cpu_s, c.model_turns) for c in calls04],
+            [per_turn_ms(c.trainer_cpu_s, c.model_turns) for c in calls02],
+        ),
+        group="workers",
+        label="trainer-process CPU per turn, verifiers 0.4.0 / 0.2.0 workers (per-round ratio)",
+        unit="ratio",
+        better="lower",
+        **params,
+    )
+
+
 def record_worker_saturation(
     recorder: Recorder,
     plan: str,

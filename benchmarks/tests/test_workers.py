@@ -13,6 +13,7 @@ from benchmarks.workers import (
     evaluate_goals,
     project,
     projection_table,
+    record_generation_point,
     record_worker_point,
     record_worker_saturation,
     unavailable_settings,
@@ -98,6 +99,19 @@ def test_worker_point_figures_are_per_call_rates_and_per_turn_cpu() -> None:
         "workers": 1,
     }
     assert "workers.mv-arith.in-process.throughput_over_in_process" not in figures
+
+
+def test_the_0_4_row_is_its_own_figures_and_its_per_round_ratios_to_0_2() -> None:
+    recorder = Recorder()
+    calls02 = [Call(2.0, 100, 200, 2000, 0.2, 3.0), Call(4.0, 100, 200, 2000, 0.4, 3.0)]
+    calls04 = [Call(4.0, 100, 200, 2000, 0.4, 3.0), Call(4.0, 100, 200, 2000, 0.4, 3.0)]
+
+    record_generation_point(recorder, calls02, calls04)
+    figures = _result(recorder).by_key()
+
+    assert figures["workers.mv-arith04.w2.rollouts_per_s"].samples == [25.0, 25.0]
+    assert figures["workers.mv-arith04.w2.throughput_over_0_2"].samples == [0.5, 1.0]
+    assert figures["workers.mv-arith04.w2.trainer_cpu_over_0_2"].samples == [2.0, 1.0]
 
 
 def test_worker_saturation_is_the_per_round_ratio_to_the_ceiling() -> None:
