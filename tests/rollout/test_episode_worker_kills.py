@@ -163,7 +163,7 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
     # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
     args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
     # A hung (stopped) worker is found out at the episode deadline plus its wind-down.
-    deadline = {"episode_timeout_s": 45} if how == signal.SIGSTOP else {}
+    deadline = {"episode_timeout_s": 20} if how == signal.SIGSTOP else {}
     quick = AdapterSettings(episode_workers=2, cleanup_grace_s=1, abort_timeout_s=1, **deadline)
     fn = build_rollout_fn(args, config, quick)
     closing.append(fn)
