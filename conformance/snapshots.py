@@ -10,6 +10,10 @@ Loaded as a pytest plugin by ``plugin.py``; it provides the ``token_snapshot`` f
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import subprocess
 import tomllib
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -20,6 +24,7 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from miles_verifiers_conformance.drift import DriftEntry
+from miles_verifiers_testkit.miles.configs import WORKER_PYTHON
 
 SNAPSHOT_DIR = Path(__file__).parent / "__snapshots__"
 # A dot file: syrupy ignores those, where it would delete any other unknown file on update.
@@ -38,6 +43,16 @@ class TokenSnapshotExtension(SingleFileSnapshotExtension):
 
 
 def installed_versions(packages: tuple[str, ...] = PINNED_PACKAGES) -> dict[str, str]:
+    """The versions of ``packages`` where the episodes run: in the interpreter
+    ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names when it is set (the trainer's own may have
+    no Verifiers or Renderers at all), else in this one."""
+    python = os.environ.get(WORKER_PYTHON)
+    if python:
+        return dict(_versions_in(python, packages))
+    return _versions_here(packages)
+
+
+def _versions_here(packages: tuple[str, ...]) -> dict[str, str]:
     versions = {}
     for name in packages:
         try:
@@ -45,6 +60,30 @@ def installed_versions(packages: tuple[str, ...] = PINNED_PACKAGES) -> dict[str,
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+@functools.cache
+def _versions_in(python: str, packages: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    # Plain standard library: the episodes' interpreter need not have this suite installed.
+    script = (
+        "import json, sys\n"
+        "from importlib import metadata\n"
+        "def version(name):\n"
+        "    try:\n"
+        "        return metadata.version(name)\n"
+        "    except metadata.PackageNotFoundError:\n"
+        "        return 'not installed'\n"
+        "print(json.dumps({name: version(name) for name in sys.argv[1:]}))"
+    )
+    done = subprocess.run(
+        [python, "-c", script, *packages], capture_output=True, text=True, timeout=120, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"could not read the episode side's package versions with {python} "
+            f"({WORKER_PYTHON}): {done.stderr.strip()[-2000:]}"
+        )
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]).items())
 
 
 def read_versions(path: Path) -> dict[str, str] | None:
