@@ -129,11 +129,32 @@ def trace_reward(
     return rewards
 
 
+# Verifiers' stop conditions, as the worker's Verifiers names them, that end a clean trace
+# short of where it would have gone: Miles trains those as TRUNCATED. 0.2.0: the turn and token
+# caps, ``context_length`` (an overlong prompt) and ``harness_timeout``; 0.4.0 drops the last
+# two (an overlong prompt and a rollout timeout are errors there) and adds
+# ``compaction_failed``. An error stop (``error``, 0.4's ``<boundary>_error``) comes with the
+# trace's error: FAILED, or ABORTED for an engine abort. Any other clean stop
+# (``agent_completed``, an environment's own ``@stop`` such as ``user_done``) is COMPLETED,
+# unless its last turn hit the length limit (the worker's ``is_truncated`` says so).
+TRUNCATING_STOPS = frozenset(
+    {
+        "max_turns",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_total_tokens",
+        "context_length",
+        "harness_timeout",
+        "compaction_failed",
+    }
+)
+
+
 def sample_status(trace: TraceRecord, status_enum: Any, is_abort: Callable[[Any], bool]) -> Any:
     """ABORTED (engine abort) > FAILED (any other error) > TRUNCATED > COMPLETED."""
     if trace.has_error:
         return status_enum.ABORTED if is_abort(trace.error) else status_enum.FAILED
-    if trace.is_truncated:
+    if trace.stop_condition in TRUNCATING_STOPS or trace.is_truncated:
         return status_enum.TRUNCATED
     return status_enum.COMPLETED
 

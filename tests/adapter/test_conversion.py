@@ -276,6 +276,28 @@ def test_limit_stop_is_truncated(task_data, build_trace):
     assert convert(builder.trace).status is Sample.Status.TRUNCATED
 
 
+@pytest.mark.parametrize(
+    "stop",
+    ["max_turns", "max_total_tokens", "context_length", "harness_timeout", "compaction_failed"],
+)
+def test_a_limit_stop_of_either_verifiers_generation_is_truncated_by_its_name(
+    single_turn_trace, stop
+):
+    # Even from a worker whose Verifiers did not flag the trace truncated itself.
+    record = trace_record(single_turn_trace).model_copy(
+        update={"stop_condition": stop, "is_truncated": False}
+    )
+    assert trace_to_sample(record, group_index=0, index=0).status is Sample.Status.TRUNCATED
+
+
+@pytest.mark.parametrize("stop", ["agent_completed", "user_done"])
+def test_a_clean_stop_that_is_not_a_limit_is_completed(single_turn_trace, stop):
+    record = trace_record(single_turn_trace).model_copy(
+        update={"stop_condition": stop, "is_truncated": False}
+    )
+    assert trace_to_sample(record, group_index=0, index=0).status is Sample.Status.COMPLETED
+
+
 def test_length_finish_is_truncated(task_data, build_trace):
     builder = build_trace(task_data).turn(
         [vf.UserMessage(content="p")], "x", prompt_ids=[1], completion_ids=[2], finish="length"
