@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -48,17 +49,22 @@ def _runnable(setups: dict[str, VariantSetup]) -> list[str]:
     return [name for name, setup in setups.items() if setup.unavailable is None]
 
 
+def _variants_on(setups: dict[str, VariantSetup], taskset: str) -> dict[str, tuple[str, Any]]:
+    """Every runnable variant, each on ``taskset`` with its own settings."""
+    return {name: (taskset, setups[name].settings) for name in _runnable(setups)}
+
+
 def _drivers(
     stack: ExitStack,
-    setups: dict[str, VariantSetup],
+    runs: dict[str, tuple[str, Any]],
     url: str,
-    taskset: str,
     point: RolloutPoint,
     *,
     max_response_tokens: int,
     engine_pid: int,
     min_new_tokens: int = 0,
 ) -> dict[str, RolloutDriver]:
+    """A driver per named run (its taskset and settings), each called once unmeasured."""
     drivers = {
         name: stack.enter_context(
             rollout_driver(
@@ -69,11 +75,11 @@ def _drivers(
                 concurrency=point.concurrency,
                 max_response_tokens=max_response_tokens,
                 exclude_pids=(engine_pid,),
-                settings=setups[name].settings,
+                settings=settings,
                 min_new_tokens=min_new_tokens,
             )
         )
-        for name in _runnable(setups)
+        for name, (taskset, settings) in runs.items()
     }
     for driver in drivers.values():
         driver.call()  # unmeasured: workers started, tokenizers loaded, connections open
@@ -96,9 +102,8 @@ def test_throughput_against_worker_count(
         with ExitStack() as stack:
             drivers = _drivers(
                 stack,
-                setups,
+                _variants_on(setups, worker_taskset),
                 url,
-                worker_taskset,
                 point,
                 max_response_tokens=scale.max_response_tokens,
                 engine_pid=engine_pid,
@@ -136,9 +141,8 @@ def test_saturation_against_worker_count(
         ):
             drivers = _drivers(
                 stack,
-                setups,
+                _variants_on(setups, SATURATION_TASKSET),
                 url,
-                SATURATION_TASKSET,
                 point,
                 max_response_tokens=scale.max_response_tokens,
                 engine_pid=engine_pid,
@@ -184,23 +188,14 @@ def test_verifiers04_workers_against_verifiers02_workers(
 
     def measure() -> None:
         with ExitStack() as stack:
-            drivers = {
-                taskset: stack.enter_context(
-                    rollout_driver(
-                        engine_url=url,
-                        taskset=taskset,
-                        groups=point.groups,
-                        samples_per_group=point.samples_per_group,
-                        concurrency=point.concurrency,
-                        max_response_tokens=scale.max_response_tokens,
-                        exclude_pids=(engine_pid,),
-                        settings=chosen,
-                    )
-                )
-                for taskset, chosen in settings.items()
-            }
-            for driver in drivers.values():
-                driver.call()  # unmeasured: workers started, tokenizers loaded
+            drivers = _drivers(
+                stack,
+                {taskset: (taskset, chosen) for taskset, chosen in settings.items()},
+                url,
+                point,
+                max_response_tokens=scale.max_response_tokens,
+                engine_pid=engine_pid,
+            )
             for _ in range(point.rounds or scale.rounds):
                 for taskset, driver in drivers.items():
                     flush_cache(url)
