@@ -6,10 +6,10 @@ from mv_longprompt import (
     LongPromptData,
     LongPromptTask,
     LongPromptTaskset,
-    filler_text,
 )
 
 from miles_verifiers_testkit.harness.protocol import find_questions
+from miles_verifiers_testkit.tasks import filler_text
 from tests.fixtures_env.fixture_env_support import conversation, reply, user
 
 pytestmark = pytest.mark.anyio
