@@ -96,6 +96,9 @@ CLAUSES: Final = MappingProxyType(
         "log: every trained run is an engine reply to exactly the tokens before it.",
         "BR-7": "Siblings are not extra rollouts: each group holds --n-samples-per-prompt "
         "distinct rollout_ids, unique within the call.",
+        "BR-8": "A branch Verifiers marks untrainable (0.4: a compaction attempt the harness "
+        "did not resume from) is never trained: no sample has loss mask 1 on its own sampled "
+        "turns, while every other engine reply of the rollout is trained exactly once.",
         # Transport, observed on the engine side.
         "TRP-1": "Every /generate payload carries only sampling keys SGLang's SamplingParams "
         "accepts.",

@@ -7,6 +7,8 @@ file a process of its own so the other branch clauses are not starved by it.
 
 from __future__ import annotations
 
+import tomllib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +144,47 @@ def check_train_shape_of_rollouts(groups: Any, args: Any) -> None:
         )
         assert not ids & seen, f"group {g} reuses rollout ids of an earlier group"
         seen |= ids
+
+
+# mv-compact04's harness asks "Summarise the conversation so far ... (summary attempt i of k)"
+# at each compaction and resumes from attempt k only.
+REJECTED_ATTEMPT = "(summary attempt 1 of 2)"
+ATTEMPTING_TASKSET = "mv-compact04"
+
+
+@pytest.mark.clause("BR-8")
+def test_a_compaction_attempt_the_harness_rejected_is_never_trained(
+    world: MilesWorld, workdir: Path, qwen_tokenizer: Any
+) -> None:
+    world.engine.reset()
+    config = write_config(
+        workdir,
+        "mv_compact",
+        taskset={"num_tasks": 4, "steps": 6},
+        harness={"compact_every": 2, "summary_attempts": 2},
+        top={"max_turns": 24},  # six steps and two compactions of two summaries each
+    )
+    found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
+    if found != ATTEMPTING_TASKSET:
+        pytest.skip(f"a Verifiers 0.4 clause: mv_compact is {found} here, not {ATTEMPTING_TASKSET}")
+    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    fn = world.start(args, config)
+
+    groups = world.train(fn, 0).samples
+    replies = Counter(
+        (tuple(call.input_ids), tuple(call.output[0])) for call in world.engine.calls()
+    )
+    rejected = {
+        reply for reply in replies if REJECTED_ATTEMPT in qwen_tokenizer.decode(list(reply[0]))
+    }
+    trained = Counter(reply for sample in flatten(groups) for reply in trained_replies(sample))
+
+    assert rejected, "the harness made no compaction attempt it rejected; the test proves nothing"
+    assert not rejected & trained.keys(), (
+        f"{len(rejected & trained.keys())} rejected compaction attempts are trained"
+    )
+    kept = Counter({reply: n for reply, n in replies.items() if reply not in rejected})
+    assert trained == kept, (
+        "every reply but the rejected attempts must be trained exactly once: "
+        f"{sum((kept - trained).values())} untrained, {sum((trained - kept).values())} extra"
+    )

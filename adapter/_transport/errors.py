@@ -2,7 +2,7 @@
 
 Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` carrying an HTTP
 status (connection -> 503, timeout -> 504, a status error -> its own status) and lets
-``verifiers.v1.errors.OverlongPromptError`` end the trace cleanly as ``context_length``. Anything
+an overlong prompt end the trace cleanly (see :func:`overlong_prompt`). Anything
 else becomes a harness failure, so every engine-side problem is expressed as one of those types
 here. The functions are pure: they only build exception objects. Verifiers is imported only when
 an overlong prompt is reported (see :func:`overlong_prompt`), so the trainer side, which uses the
@@ -197,13 +197,33 @@ class PromptTooLongError(EngineError, ValueError):
     """A prompt that does not fit, where no Verifiers is installed to end the trace with."""
 
 
+# Verifiers >= 0.3's harness utilities tell a context overflow from other 400s by phrases like
+# this one in the error text (the wording of Renderers' own pre-flight check).
+_OVERFLOW_PHRASE = "maximum context length"
+
+
 def overlong_prompt(message: str) -> Exception:
-    """The error for a prompt that does not fit: Verifiers' ``OverlongPromptError`` where the
-    episodes run (it ends the trace as ``context_length``), else :class:`PromptTooLongError`."""
+    """The error for a prompt that does not fit, as the Verifiers where the episodes run takes it.
+
+    0.2.0: its ``OverlongPromptError``, which ends the trace as ``context_length``. 0.3 and
+    later: Renderers' ``OverlongPromptError``, which Verifiers' TrainClient answers with an
+    HTTP 400 the harness sees as a context overflow (so it can compact, or stop the trace).
+    :class:`PromptTooLongError` where neither is installed.
+    """
+    if _OVERFLOW_PHRASE not in message.casefold():
+        message = f"{message} (over the {_OVERFLOW_PHRASE})"
     try:
         from verifiers.v1.errors import OverlongPromptError
     except ImportError:
-        return PromptTooLongError(message)
+        try:
+            from renderers import OverlongPromptError as RenderersOverlong
+        except ImportError:
+            return PromptTooLongError(message)
+        # Its constructor only takes the two lengths and words the text itself; ours names
+        # the limit that refused the prompt, which may be the engine's own 400.
+        error = RenderersOverlong.__new__(RenderersOverlong)
+        Exception.__init__(error, message)
+        return error
     return OverlongPromptError(message)
 
 

@@ -55,3 +55,25 @@ def test_interception_resolve_client_builds_a_train_client_whose_client_is_our_t
         """
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_an_overlong_prompt_reaches_a_04_harness_as_a_context_overflow():
+    # Verifiers 0.4's TrainClient answers Renderers' OverlongPromptError with an HTTP 400;
+    # its harness utilities then read the text as a context overflow (and compact or stop).
+    done = _run(
+        """
+        import httpx, openai, renderers
+        from verifiers.v1.harnesses.utils.compaction import is_context_overflow
+        from miles_verifiers._transport.errors import overlong_prompt
+
+        error = overlong_prompt("the prompt has 9 tokens; the SGLang engine accepts fewer than 8")
+        assert isinstance(error, renderers.OverlongPromptError), type(error)
+        request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+        seen = openai.BadRequestError(
+            str(error), response=httpx.Response(400, request=request), body=None
+        )
+        assert is_context_overflow(seen), str(error)
+        print("ok")
+        """
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
