@@ -102,6 +102,14 @@ def sampled_runs(sample: Any) -> list[tuple[int, int]]:
     return runs
 
 
+def trained_replies(sample: Any) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each trained run of a sample as (the tokens before it, its tokens): one engine reply."""
+    return [
+        (tuple(sample.tokens[:start]), tuple(sample.tokens[start:end]))
+        for start, end in sampled_runs(sample)
+    ]
+
+
 def sample_fingerprint(sample: Any) -> tuple[Any, ...]:
     """What must be identical between two runs that should produce the same sample."""
     return (

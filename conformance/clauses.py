@@ -99,6 +99,8 @@ CLAUSES: Final = MappingProxyType(
         "BR-8": "A branch Verifiers marks untrainable (0.4: a compaction attempt the harness "
         "did not resume from) is never trained: no sample has loss mask 1 on its own sampled "
         "turns, while every other engine reply of the rollout is trained exactly once.",
+        "BR-9": "The turns of an agent Verifiers marks untrainable (0.4: a user simulator "
+        "played by the model) are never trained, while every turn of the trained agent is.",
         # Transport, observed on the engine side.
         "TRP-1": "Every /generate payload carries only sampling keys SGLang's SamplingParams "
         "accepts.",

@@ -3,6 +3,7 @@ reject policy (trained as siblings under the siblings policy: ``test_siblings.py
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from miles_verifiers_conformance.checks import (
     check_sample,
     check_train_shape,
     sampled_runs,
+    trained_replies,
 )
 from miles_verifiers_conformance.miles_side import CallDeadlineExceeded, miles_args
 from miles_verifiers_conformance.order import (
@@ -214,3 +216,37 @@ def test_a_user_simulator_dialogue_converts_aligned(
         )
     with verdicts.check("TRP-3"):
         check_round_trip(sample, world.engine.calls())
+
+
+# mv-dialogue04's quiz master (an untrainable agent played by the model) is told this first.
+QUIZ_MASTER_PROMPT = "You are a quiz master."
+MODEL_PLAYED_USER = "mv-dialogue04"
+
+
+@pytest.mark.clause("BR-9")
+def test_an_untrainable_agents_turns_are_never_trained(
+    world: MilesWorld, workdir: Path, qwen_tokenizer: Any
+) -> None:
+    world.engine.reset()
+    config = write_config(workdir, "mv_dialogue", taskset={"num_tasks": 2, "rounds": 2})
+    found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
+    if found != MODEL_PLAYED_USER:
+        pytest.skip(f"a Verifiers 0.4 clause: mv_dialogue is {found} here, not {MODEL_PLAYED_USER}")
+    args = miles_args(rollout_batch_size=2, rollout_max_response_len=128)
+    fn = world.start(args, config)
+
+    groups = check_train_shape(world.train(fn, 0), args, world.contract)
+    replies = {
+        (tuple(call.input_ids), tuple(call.output[0])): QUIZ_MASTER_PROMPT
+        in qwen_tokenizer.decode(call.input_ids)
+        for call in world.engine.calls()
+    }
+    trained = {reply for group in groups for s in group for reply in trained_replies(s)}
+
+    assert any(replies.values()), "the quiz master took no turn; the test proves nothing"
+    assert not {reply for reply, untrainable in replies.items() if untrainable} & trained, (
+        "a turn of the untrainable quiz master is trained"
+    )
+    assert {reply for reply, untrainable in replies.items() if not untrainable} == trained, (
+        "every turn of the assistant must be trained"
+    )

@@ -21,21 +21,13 @@ from miles_verifiers_conformance.checks import (
     check_round_trip,
     check_sample,
     rollouts_of,
-    sampled_runs,
+    trained_replies,
 )
 from miles_verifiers_conformance.miles_side import flatten, miles_args
 from miles_verifiers_conformance.verdicts import ClauseBook
 from miles_verifiers_conformance.world import MilesWorld, write_config
 
 TASKS = 8  # more than batch + extra, so the branching task appears once per call
-
-
-def trained_replies(sample: Any) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Each trained run of a sample as (the tokens before it, its tokens): one engine reply."""
-    return [
-        (tuple(sample.tokens[:start]), tuple(sample.tokens[start:end]))
-        for start, end in sampled_runs(sample)
-    ]
 
 
 SIBLING_CLAUSES = ("BR-4", "BR-5", "BR-6", "BR-7")

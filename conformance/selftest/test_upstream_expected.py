@@ -39,6 +39,25 @@ def test_a_changed_verdict_is_a_difference_naming_both_verdicts() -> None:
     assert differences[0].describe() == "GRP-2: expected 'failed', observed 'passed'"
 
 
+def test_a_verdict_listed_under_also_is_no_difference() -> None:
+    expected = {"CALL-5": Expectation("failed", "completion order varies", ("passed",))}
+
+    assert compare(expected, {"CALL-5": "passed"}) == []
+    assert compare(expected, {"CALL-5": "not decided"}) == [
+        Difference("CALL-5", "failed", "not decided")
+    ]
+
+
+def test_a_passing_expectation_that_allows_others_needs_a_why() -> None:
+    assert unexplained({"A-1": Expectation("passed", "", ("failed",))}) == ["A-1"]
+
+
+def test_also_reads_back_from_the_file_text() -> None:
+    text = '[clauses.A-1]\nexpected = "failed"\nwhy = "varies"\nalso = ["passed"]\n'
+
+    assert parse_expectations(text, "x.toml") == {"A-1": Expectation("failed", "varies", ("passed",))}
+
+
 def test_a_reported_clause_without_an_expectation_is_a_difference() -> None:
     assert compare({}, {"NEW-1": "passed"}) == [Difference("NEW-1", None, "passed")]
 
@@ -76,6 +95,7 @@ def test_rendered_expectations_read_back_as_the_same_entries() -> None:
     expected = {
         "A-1": Expectation("failed", 'sends "lora_path" \\ retries 60× on 4xx'),
         "A-2": Expectation("passed"),
+        "A-3": Expectation("failed", "varies between runs", ("passed",)),
     }
 
     text = render_expectations(expected, "header line one\nline two")
