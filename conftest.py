@@ -19,13 +19,3 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(environ)
     build_all()
 
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than there are cores (``PYTEST_XDIST_AUTO_NUM_WORKERS``
-    still decides when set). Much of the suite waits on other processes (episode workers, tool
-    servers, nested suite runs, deadlines), so a worker per core leaves the cores idle a
-    fifth of the time (the README has the measurements)."""
-    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
-    if chosen.isdigit():
-        return int(chosen)
-    return (os.cpu_count() or 1) + 1

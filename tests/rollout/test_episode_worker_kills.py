@@ -170,6 +170,7 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
 
     victim, started, result = kill_one_worker_mid_call(fn, engine, miles_loop, taskset, how)
 
+    assert "output" in result, f"the call raised: {result.get('error')!r}"
     output = result["output"]
     assert [len(g) for g in output.samples] == [2, 2]
     assert all(s.status.value == "completed" for g in output.samples for s in g)
