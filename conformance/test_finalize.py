@@ -10,7 +10,6 @@ clauses run where the fixture configs are Verifiers 0.4's (``tox -e verifiers04`
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,13 @@ import pytest
 
 from miles_verifiers_conformance.checks import check_train_output
 from miles_verifiers_conformance.miles_side import miles_args
-from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_conformance.world import (
+    MilesWorld,
+    identify,
+    load_task_data,
+    require_taskset,
+    write_config,
+)
 from miles_verifiers_testkit.engine import PolicyConfig
 from miles_verifiers_testkit.harness.protocol import parse_answer
 
@@ -29,9 +34,7 @@ JUDGED_TASKSET = "mv-group04"
 
 def judged_config(workdir: Path, **taskset: Any) -> Path:
     config = write_config(workdir, "mv_group", taskset=taskset)
-    found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
-    if found != JUDGED_TASKSET:
-        pytest.skip(f"a Verifiers 0.4 clause: mv_group is {found} here, not {JUDGED_TASKSET}")
+    require_taskset(config, JUDGED_TASKSET)
     return config
 
 

@@ -7,7 +7,6 @@ file a process of its own so the other branch clauses are not starved by it.
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from miles_verifiers_conformance.checks import (
 )
 from miles_verifiers_conformance.miles_side import flatten, miles_args
 from miles_verifiers_conformance.verdicts import ClauseBook
-from miles_verifiers_conformance.world import MilesWorld, write_config
+from miles_verifiers_conformance.world import MilesWorld, require_taskset, write_config
 
 TASKS = 8  # more than batch + extra, so the branching task appears once per call
 
@@ -156,9 +155,7 @@ def test_a_compaction_attempt_the_harness_rejected_is_never_trained(
         harness={"compact_every": 2, "summary_attempts": 2},
         top={"max_turns": 24},  # six steps and two compactions of two summaries each
     )
-    found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
-    if found != ATTEMPTING_TASKSET:
-        pytest.skip(f"a Verifiers 0.4 clause: mv_compact is {found} here, not {ATTEMPTING_TASKSET}")
+    require_taskset(config, ATTEMPTING_TASKSET)
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
     fn = world.start(args, config)
 

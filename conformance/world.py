@@ -11,8 +11,12 @@ sample is matched to its task.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from miles_verifiers._episodes.config import CONFIG_ENV_VAR
 from miles_verifiers_testkit.miles import (
@@ -43,6 +47,7 @@ __all__ = [
     "identify",
     "load_task_data",
     "prompt_matches",
+    "require_taskset",
     "task_prompts",
     "write_config",
 ]
@@ -59,3 +64,11 @@ def identify(sample: Any, prompts: Sequence[str]) -> str | None:
         if prompt_matches(sample.prompt, text):
             return text
     return None
+
+
+def require_taskset(config: Path, wanted: str) -> None:
+    """Skip the test unless ``config`` names the taskset ``wanted``: a clause that only means
+    something for one Verifiers generation's fixture (a 0.4 port) is not decided elsewhere."""
+    found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
+    if found != wanted:
+        pytest.skip(f"a Verifiers 0.4 clause: it runs on {wanted}, and the fixture config here is {found}")
