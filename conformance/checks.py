@@ -7,7 +7,8 @@ failing example in the report reads as a contract violation, not as a stack trac
 from __future__ import annotations
 
 from argparse import Namespace
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from miles_verifiers_conformance.miles_side import flatten
@@ -108,6 +109,24 @@ def trained_replies(sample: Any) -> list[tuple[tuple[int, ...], tuple[int, ...]]
         (tuple(sample.tokens[:start]), tuple(sample.tokens[start:end]))
         for start, end in sampled_runs(sample)
     ]
+
+
+def check_untrained_replies(
+    samples: Sequence[Any], calls: Sequence[Any], untrainable: Callable[[Any], bool], what: str
+) -> None:
+    """The engine replies ``untrainable`` picks (by their call) are trained in no sample, and
+    every other reply is trained exactly once; ``what`` names the picked replies."""
+    replies = Counter((tuple(c.input_ids), tuple(c.output[0])) for c in calls)
+    picked = {(tuple(c.input_ids), tuple(c.output[0])) for c in calls if untrainable(c)}
+    trained = Counter(reply for sample in samples for reply in trained_replies(sample))
+
+    assert picked, f"the engine answered no {what}; the test proves nothing"
+    assert not picked & trained.keys(), f"{len(picked & trained.keys())} {what} are trained"
+    kept = Counter({reply: n for reply, n in replies.items() if reply not in picked})
+    assert trained == kept, (
+        f"every reply but the {what} must be trained exactly once: "
+        f"{sum((kept - trained).values())} untrained, {sum((trained - kept).values())} extra"
+    )
 
 
 def sample_fingerprint(sample: Any) -> tuple[Any, ...]:

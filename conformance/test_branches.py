@@ -15,8 +15,8 @@ from miles_verifiers_conformance.checks import (
     check_round_trip,
     check_sample,
     check_train_shape,
+    check_untrained_replies,
     sampled_runs,
-    trained_replies,
 )
 from miles_verifiers_conformance.miles_side import CallDeadlineExceeded, miles_args
 from miles_verifiers_conformance.order import (
@@ -239,17 +239,10 @@ def test_an_untrainable_agents_turns_are_never_trained(
     fn = world.start(args, config)
 
     groups = check_train_shape(world.train(fn, 0), args, world.contract)
-    replies = {
-        (tuple(call.input_ids), tuple(call.output[0])): QUIZ_MASTER_PROMPT
-        in qwen_tokenizer.decode(call.input_ids)
-        for call in world.engine.calls()
-    }
-    trained = {reply for group in groups for s in group for reply in trained_replies(s)}
 
-    assert any(replies.values()), "the quiz master took no turn; the test proves nothing"
-    assert not {reply for reply, untrainable in replies.items() if untrainable} & trained, (
-        "a turn of the untrainable quiz master is trained"
-    )
-    assert {reply for reply, untrainable in replies.items() if not untrainable} == trained, (
-        "every turn of the assistant must be trained"
+    check_untrained_replies(
+        [s for group in groups for s in group],
+        world.engine.calls(),
+        lambda call: QUIZ_MASTER_PROMPT in qwen_tokenizer.decode(call.input_ids),
+        "turns of the untrainable quiz master",
     )

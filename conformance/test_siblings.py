@@ -7,7 +7,6 @@ file a process of its own so the other branch clauses are not starved by it.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from miles_verifiers_conformance.budget import budget
 from miles_verifiers_conformance.checks import (
     check_round_trip,
     check_sample,
+    check_untrained_replies,
     rollouts_of,
     trained_replies,
 )
@@ -160,20 +160,10 @@ def test_a_compaction_attempt_the_harness_rejected_is_never_trained(
     fn = world.start(args, config)
 
     groups = world.train(fn, 0).samples
-    replies = Counter(
-        (tuple(call.input_ids), tuple(call.output[0])) for call in world.engine.calls()
-    )
-    rejected = {
-        reply for reply in replies if REJECTED_ATTEMPT in qwen_tokenizer.decode(list(reply[0]))
-    }
-    trained = Counter(reply for sample in flatten(groups) for reply in trained_replies(sample))
 
-    assert rejected, "the harness made no compaction attempt it rejected; the test proves nothing"
-    assert not rejected & trained.keys(), (
-        f"{len(rejected & trained.keys())} rejected compaction attempts are trained"
-    )
-    kept = Counter({reply: n for reply, n in replies.items() if reply not in rejected})
-    assert trained == kept, (
-        "every reply but the rejected attempts must be trained exactly once: "
-        f"{sum((kept - trained).values())} untrained, {sum((trained - kept).values())} extra"
+    check_untrained_replies(
+        flatten(groups),
+        world.engine.calls(),
+        lambda call: REJECTED_ATTEMPT in qwen_tokenizer.decode(call.input_ids),
+        "rejected compaction attempts",
     )
