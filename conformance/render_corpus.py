@@ -5,6 +5,10 @@ would for a Miles run (``create_renderer(load_tokenizer(id), chat_template_kwarg
 the kwargs ``--apply-chat-template-kwargs`` passes), and returns the steps a reviewer should
 see: prompts, the model's completion, bridged next-turn prompts and full re-renders.
 
+It imports nothing but the standard library and ``renderers`` (``snapshot_text`` too), so
+``render_documents`` can run in another interpreter: the episode side's, whose Renderers is the
+one the snapshots are for.
+
 Model completions are written out per model family (the text the model would emit, stop
 token included) and checked with the renderer's own parser, so a case cannot silently feed a
 completion the renderer would not recognise.
@@ -12,10 +16,13 @@ completion the renderer would not recognise.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from miles_verifiers_conformance.snapshot_text import document, step_lines
 
 GET_WEATHER = {
     "type": "function",
@@ -167,14 +174,14 @@ class RendererFactory:
         ), kwargs
 
     def completion_ids(
-        self, renderer: Any, completion: Completion, tools: Sequence[Any] | None
+        self, renderer: Any, prompt: Step, completion: Completion, tools: Sequence[Any] | None
     ) -> list[int]:
         ids = self.tokenizer.encode(
             self.identity.completion_text(completion), add_special_tokens=False
         )
         if completion.truncated:
             return ids[: len(ids) // 2]
-        parsed = renderer.parse_response(ids, tools=list(tools) if tools else None)
+        parsed = parse_reply(renderer, prompt, ids, tools)
         if completion.tool_call:
             names = [call.name for call in parsed.tool_calls]
             if names != [completion.tool_call[0]]:
@@ -186,6 +193,19 @@ class RendererFactory:
                 f"{self.identity.slug}: the corpus completion parses to {parsed.content!r}"
             )
         return ids
+
+
+def parse_reply(
+    renderer: Any, prompt: Step, ids: Sequence[int], tools: Sequence[Any] | None
+) -> Any:
+    """Parse sampled ids as Renderers' own generate() does: with the prompt they were sampled
+    after, where parse_response takes it (from 0.1.12; it tells reasoning the prompt opened)."""
+    context = (
+        {"prompt_ids": list(prompt.token_ids)}
+        if "prompt_ids" in inspect.signature(renderer.parse_response).parameters
+        else {}
+    )
+    return renderer.parse_response(list(ids), tools=list(tools) if tools else None, **context)
 
 
 def _render_step(
@@ -287,7 +307,7 @@ def case_tool_cycle_bridge(factory: RendererFactory) -> CaseResult:
         reasoning="The user wants the weather; call the tool.",
         tool_call=("get_weather", WEATHER_ARGS),
     )
-    ids = factory.completion_ids(renderer, completion, TOOLS)
+    ids = factory.completion_ids(renderer, prompt, completion, TOOLS)
     tool_result = {
         "role": "tool",
         "tool_call_id": CALL_ID,
@@ -348,7 +368,7 @@ def case_truncated_then_bridge(factory: RendererFactory) -> CaseResult:
         reasoning="Count." if factory.identity.slug == "gpt-oss" else None,
         truncated=True,
     )
-    ids = factory.completion_ids(renderer, completion, None)
+    ids = factory.completion_ids(renderer, prompt, completion, None)
     partial = factory.tokenizer.decode(ids)
     assistant = {"role": "assistant", "content": partial}
     steps = [prompt, _completion_step(ids, completion)]
@@ -370,7 +390,7 @@ def case_follow_up_rerender(factory: RendererFactory) -> CaseResult:
     history = [{"role": "user", "content": SUM_QUESTION}]
     prompt = _render_step("turn 1 prompt", renderer, history, None)
     completion = Completion(content="42", reasoning="17 + 25 = 42.")
-    ids = factory.completion_ids(renderer, completion, None)
+    ids = factory.completion_ids(renderer, prompt, completion, None)
     steps = [prompt, _completion_step(ids, completion)]
     steps += _next_turn_steps(
         renderer,
@@ -383,6 +403,34 @@ def case_follow_up_rerender(factory: RendererFactory) -> CaseResult:
     return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
 
 
+def case_cut_in_reasoning_then_bridge(factory: RendererFactory) -> CaseResult:
+    # Thinking on, and the length limit falls inside the reasoning: whether the renderer
+    # still bridges such a turn changed between Renderers releases.
+    assert factory.identity.thinking_kwargs is not None, "the family has no thinking knob"
+    renderer, kwargs = factory.create(factory.identity.thinking_kwargs[0])
+    history = [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]
+    prompt = _render_step("turn 1 prompt", renderer, history, None)
+    counting = ", ".join(str(i) for i in range(1, 31))
+    completion = Completion(content="Done.", reasoning=f"I will count: {counting}.", truncated=True)
+    ids = factory.completion_ids(renderer, prompt, completion, None)
+    parsed = parse_reply(renderer, prompt, ids, None)
+    assistant = {
+        "role": "assistant",
+        "content": parsed.content,
+        "reasoning_content": parsed.reasoning_content,
+    }
+    steps = [prompt, _completion_step(ids, completion)]
+    steps += _next_turn_steps(
+        renderer,
+        prompt,
+        ids,
+        history + [assistant],
+        [{"role": "user", "content": "Continue."}],
+        None,
+    )
+    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+
+
 CASES: Mapping[str, Callable[[RendererFactory], CaseResult]] = {
     "single_turn": case_single_turn,
     "system_with_tools": case_system_with_tools,
@@ -390,6 +438,7 @@ CASES: Mapping[str, Callable[[RendererFactory], CaseResult]] = {
     "thinking_on": case_thinking_on,
     "thinking_off": case_thinking_off,
     "truncated_then_bridge": case_truncated_then_bridge,
+    "cut_in_reasoning_then_bridge": case_cut_in_reasoning_then_bridge,
     "follow_up_rerender": case_follow_up_rerender,
     "thinking_kwargs_rejected": case_thinking_kwargs_rejected,
 }
@@ -400,6 +449,7 @@ def cases_for(identity: Identity) -> tuple[str, ...]:
     the record that its renderer refuses another family's knob."""
     thinking = ("thinking_on", "thinking_off") if identity.thinking_kwargs else ()
     rejected = ("thinking_kwargs_rejected",) if identity.foreign_kwargs else ()
+    cut = ("cut_in_reasoning_then_bridge",) if identity.thinking_kwargs else ()
     fixed = (
         "single_turn",
         "system_with_tools",
@@ -407,4 +457,38 @@ def cases_for(identity: Identity) -> tuple[str, ...]:
         "truncated_then_bridge",
         "follow_up_rerender",
     )
-    return fixed[:3] + thinking + rejected + fixed[3:]
+    return fixed[:3] + thinking + rejected + fixed[3:4] + cut + fixed[4:]
+
+
+def render_document(identity: Identity, case: str, result: CaseResult, decode: Callable) -> str:
+    fields = {
+        "model": identity.model_id,
+        "case": case,
+        "renderer": result.renderer,
+        "chat_template_kwargs": dict(result.kwargs),
+    }
+    if result.rejected:
+        fields["outcome"] = f"the renderer rejects these kwargs ({result.rejected})"
+    sections = [
+        step_lines(
+            s.title, s.token_ids, s.message_indices, s.messages, s.sampled_mask, s.notes, decode
+        )
+        for s in result.steps
+    ]
+    return document(fields, sections)
+
+
+def render_documents() -> dict[str, str]:
+    """Every case's snapshot text, keyed ``<identity slug>-<case>``, as the installed
+    Renderers renders it (tokenizers loaded by hub id, as Renderers loads them)."""
+    from renderers.base import load_tokenizer
+
+    documents = {}
+    for identity in IDENTITIES:
+        tokenizer = load_tokenizer(identity.model_id)
+        for case in cases_for(identity):
+            result = CASES[case](RendererFactory(identity, tokenizer))
+            documents[f"{identity.slug}-{case}"] = render_document(
+                identity, case, result, tokenizer.decode
+            )
+    return documents

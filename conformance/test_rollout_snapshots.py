@@ -18,6 +18,12 @@ import pytest
 from miles_verifiers_conformance.checks import status_name
 from miles_verifiers_conformance.miles_side import flatten, miles_args
 from miles_verifiers_conformance.snapshot_text import document, ids_line, text_block
+from miles_verifiers_conformance.snapshots import (
+    VERSIONS_FILE,
+    installed_versions,
+    read_versions,
+    version_mismatch,
+)
 from miles_verifiers_conformance.world import MilesWorld, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
@@ -121,3 +127,10 @@ def test_fixed_seed_eval_matches_the_snapshot(
     token_snapshot(
         document({"taskset": "mv-arith", "args": "eval, n 2, seed 42, deterministic"}, sections)
     )
+
+
+@pytest.mark.clause("SNP-2")
+def test_snapshots_were_recorded_with_the_installed_versions() -> None:
+    problem = version_mismatch(read_versions(VERSIONS_FILE), installed_versions())
+
+    assert problem is None, problem

@@ -10,7 +10,12 @@ import pytest
 
 from miles_verifiers_conformance.drift import DriftEntry, first_difference, parse_ids
 from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
-from miles_verifiers_conformance.snapshots import version_mismatch
+from miles_verifiers_conformance.snapshots import (
+    earlier_version_snapshot,
+    installed_versions,
+    renderers_folder,
+    version_mismatch,
+)
 
 CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
@@ -88,6 +93,76 @@ def test_a_run_split_over_xdist_workers_reports_the_changed_case(tmp_path: Path)
     )
 
 
+RENDERERS_TEST = textwrap.dedent(
+    """
+    import os
+    import pytest
+
+    @pytest.mark.clause("SNP-1")
+    def test_case(renderers_snapshot):
+        renderers_snapshot("model: demo\\n  ids: [" + os.environ["DEMO_IDS"] + "]\\n")
+    """
+)
+
+
+def _recorded(tmp_path: Path, version: str, ids: str) -> Path:
+    snapshot = (
+        tmp_path / "__snapshots__" / renderers_folder(version) / "test_demo" / "test_case.txt"
+    )
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_text(f"model: demo\n  ids: [{ids}]\n")
+    return snapshot
+
+
+@pytest.mark.clause("SUITE-2")
+def test_a_first_recording_for_a_renderers_release_drifts_against_the_previous_release(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    older = _recorded(tmp_path, "0.0.1", "1, 2, 3")
+
+    run = run_pytest(
+        ["--snapshot-update"], cwd=tmp_path, report_base=tmp_path / "r", env={"DEMO_IDS": "1, 5"}
+    )
+
+    assert run.returncode == 0, run.output
+    assert (
+        "test_demo.py::test_case (against renderers-0.0.1): tokens 3 -> 2, first difference at "
+        "position 1 (id 2 -> 5)"
+    ) in run.output
+    assert older.exists()  # the other release's folder is kept
+
+
+@pytest.mark.clause("SNP-1")
+def test_a_renderers_release_with_no_snapshots_is_refused_with_the_refresh_command(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    _recorded(tmp_path, "0.0.1", "1, 2, 3")
+
+    run = run_pytest([], cwd=tmp_path, report_base=tmp_path / "r", env={"DEMO_IDS": "1, 2, 3"})
+
+    assert run.returncode != 0
+    installed = installed_versions(("renderers",))["renderers"]
+    assert f"No rendered-prompt snapshots are recorded for renderers {installed}" in run.output
+    assert "(recorded: renderers-0.0.1)" in run.output
+    assert "tox -e snapshots -- --snapshot-update" in run.output
+
+
+@pytest.mark.clause("SUITE-2")
+def test_the_baseline_of_a_new_release_is_the_newest_older_release(tmp_path: Path) -> None:
+    for version in ("0.1.9", "0.1.10", "0.1.13"):
+        _recorded(tmp_path, version, "1")
+    new = tmp_path / "__snapshots__" / "renderers-0.1.12" / "test_demo" / "test_case.txt"
+
+    baseline = earlier_version_snapshot(new)
+
+    assert baseline is not None and baseline.parent.parent.name == "renderers-0.1.10"
+    assert earlier_version_snapshot(tmp_path / "__snapshots__" / "test_demo" / "x.txt") is None
+
+
 @pytest.mark.clause("SNP-2")
 def test_snapshots_from_other_versions_are_refused_with_the_refresh_command() -> None:
     problem = version_mismatch(
@@ -112,7 +187,10 @@ def test_a_real_rendered_prompt_changed_on_purpose_is_reported(tmp_path: Path) -
     # A copy of the suite whose committed qwen3 single-turn snapshot has one token altered.
     suite = tmp_path / "conformance"
     shutil.copytree(REPO_ROOT / "conformance", suite, ignore=shutil.ignore_patterns("__pycache__"))
-    snapshot = next((suite / "__snapshots__" / "test_render_snapshots").glob("*qwen3-single_turn*"))
+    folder = (
+        suite / "__snapshots__" / renderers_folder(installed_versions(("renderers",))["renderers"])
+    )
+    snapshot = next((folder / "test_render_snapshots").glob("*qwen3-single_turn*"))
     text = snapshot.read_text()
     ids = parse_ids(text)
     snapshot.write_text(text.replace(f"ids: [{ids[0]}, {ids[1]},", f"ids: [{ids[0]}, 99999,", 1))
