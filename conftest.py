@@ -19,3 +19,42 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(environ)
     build_all()
 
+
+
+def _signal_state() -> tuple:
+    """SIGINT's and SIGTERM's handlers as Python and the OS see them (C code can change the
+    latter alone), and the blocked signals of this (the main) thread."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None)
+    state = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        action = ctypes.create_string_buffer(256)  # a struct sigaction; its handler comes first
+        libc.sigaction(signum, None, action)
+        state.append((signal.getsignal(signum), ctypes.c_void_p.from_buffer(action).value))
+    return tuple(state), frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+_SESSION_SIGNALS = _signal_state()
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found():
+    # A test or fixture that leaves SIGINT ignored or blocked breaks every later Ctrl-C test
+    # of its xdist worker (children inherit both), far from the cause: fail where it happened.
+    # Compared with the session's start, so a module fixture's change is caught too.
+    import signal
+
+    def check(when: str) -> None:
+        now = _signal_state()
+        if now != _SESSION_SIGNALS:
+            ((sigint, _), (sigterm, _)), mask = _SESSION_SIGNALS
+            signal.signal(signal.SIGINT, sigint)
+            signal.signal(signal.SIGTERM, sigterm)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            pytest.fail(f"signal handling changed {when}: {_SESSION_SIGNALS} -> {now}")
+
+    check("before this test (by a fixture of a wider scope, or an earlier test's teardown)")
+    yield
+    check("by this test")
