@@ -85,7 +85,7 @@ def _run_and_signal(tmp: Path, signum: int, rollouts: int) -> Signalled:
     out, err = tmp / "stdout.txt", tmp / "stderr.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "miles_verifiers._cli", *_argv(tmp)],
+            [sys.executable, "-X", "faulthandler", "-m", "miles_verifiers._cli", *_argv(tmp)],
             cwd=tmp,
             env={**os.environ, **offline_environ()},
             stdout=stdout,
@@ -98,7 +98,10 @@ def _run_and_signal(tmp: Path, signum: int, rollouts: int) -> Signalled:
                 assert time.monotonic() < deadline, f"no {rollouts} rollouts: {err.read_text()}"
                 time.sleep(0.2)
             process.send_signal(signum)
-            process.wait(timeout=WAIT_S)
+            try:
+                process.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                pytest.fail(_stuck(process, signum, err), pytrace=False)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -110,6 +113,21 @@ def _run_and_signal(tmp: Path, signum: int, rollouts: int) -> Signalled:
         output,
         tmp / "metrics.json",
         leftover_partials(output),
+    )
+
+
+def _stuck(process: subprocess.Popen, signum: int, err: Path) -> str:
+    """Why a signalled run did not end: its signal masks, then every thread's stack (SIGABRT
+    makes the faulthandler the run was started with print them)."""
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    masks = [
+        line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn", "SigCgt"))
+    ]
+    process.send_signal(signal.SIGABRT)
+    process.wait(timeout=60)
+    return (
+        f"the run did not end within {WAIT_S:g} s of signal {signum}; its masks "
+        f"{masks}; its stderr, thread stacks last:\n{err.read_text()[-8000:]}"
     )
 
 
