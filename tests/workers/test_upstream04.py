@@ -1,6 +1,7 @@
 """The non-public Verifiers 0.4.0 pieces the 0.4 episode worker uses (``_episodes.upstream04``) are still
-there, in the shape used. Run by the episodes' interpreter when it has Verifiers 0.4
-(``MILES_VERIFIERS_EPISODE_WORKER_PYTHON``, as ``tox -e verifiers04`` sets it); skipped elsewhere."""
+there, in the shape used, and the 0.4 fixture chat loop's MCP client works with mcp 2. Run by the
+episodes' interpreter when it has Verifiers 0.4 (``MILES_VERIFIERS_EPISODE_WORKER_PYTHON``, as
+``tox -e verifiers04`` sets it); skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -74,6 +75,59 @@ def test_an_overlong_prompt_reaches_a_04_harness_as_a_context_overflow():
         )
         assert is_context_overflow(seen), str(error)
         print("ok")
+        """
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_the_chat_loops_toolbox_lists_and_calls_mv_tools04s_calculator_over_mcp_2():
+    # The server as Verifiers 0.4 starts it for a rollout (python -m, its port in a file).
+    done = _run(
+        """
+        import asyncio, os, subprocess, sys, tempfile, time, urllib.error, urllib.request
+        from contextlib import AsyncExitStack
+        from pathlib import Path
+        from mv_arith04.tools import Toolbox
+
+        port_file = Path(tempfile.mkdtemp()) / "port"
+        env = {**os.environ, "MCP_PORT_FILE": str(port_file), "VF_CONFIG": "{}"}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mv_tools04.calculator"], env=env, stderr=subprocess.DEVNULL
+        )
+
+        async def check(url):
+            async with AsyncExitStack() as stack:
+                tools = await Toolbox.open(stack, {"calculator": url}, timeout_s=30)
+                [schema] = tools.schemas
+                assert schema["function"]["name"] == "calculator_add", schema
+                assert await tools.call("calculator_add", '{"a": 2, "b": 40}') == "42"
+                assert (await tools.call("calculator_add", '{"a": 2}')).startswith("error: ")
+                assert (await tools.call("calculator_sub", "{}")).startswith("error: unknown")
+                off = await Toolbox.open(
+                    stack, {"calculator": url}, timeout_s=30, disabled=["calculator_add"]
+                )
+                assert off.schemas == [], off.schemas
+
+        try:
+            deadline = time.monotonic() + 120
+            while not (port_file.exists() and port_file.read_text().strip()):
+                assert time.monotonic() < deadline and server.poll() is None, "no port"
+                time.sleep(0.1)
+            url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
+            while True:  # the port is written before the server listens; any reply will do
+                try:
+                    urllib.request.urlopen(url, timeout=5)
+                    break
+                except urllib.error.HTTPError:
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline and server.poll() is None, "not serving"
+                    time.sleep(0.1)
+            asyncio.run(check(url))
+            print("ok")
+        finally:
+            server.terminate()
+            server.wait(30)
         """
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
