@@ -22,8 +22,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _signal_state() -> tuple:
-    """SIGINT's and SIGTERM's handlers as Python and the OS see them (C code can change the
-    latter alone), and the blocked signals of this (the main) thread."""
+    """SIGINT's and SIGTERM's Python handlers, whether the OS ignores them (C code can set that
+    alone; a C library's own handler, as torch installs, is fine), and the blocked signals of
+    this (the main) thread."""
     import ctypes
     import signal
 
@@ -32,7 +33,8 @@ def _signal_state() -> tuple:
     for signum in (signal.SIGINT, signal.SIGTERM):
         action = ctypes.create_string_buffer(256)  # a struct sigaction; its handler comes first
         libc.sigaction(signum, None, action)
-        state.append((signal.getsignal(signum), ctypes.c_void_p.from_buffer(action).value))
+        ignored = ctypes.c_void_p.from_buffer(action).value == signal.SIG_IGN
+        state.append((signal.getsignal(signum), ignored))
     return tuple(state), frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
