@@ -356,31 +356,51 @@ def case_thinking_off(factory: RendererFactory) -> CaseResult:
     return _thinking_case(factory, on=False)
 
 
-def case_truncated_then_bridge(factory: RendererFactory) -> CaseResult:
-    # Thinking off where the family has the knob: the completion is plain text cut short.
-    off = factory.identity.thinking_kwargs[1] if factory.identity.thinking_kwargs else None
-    renderer, kwargs = factory.create(off)
-    history = [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]
+COUNT_REQUEST = "Count from 1 to 30, separated by commas."
+COUNTING = ", ".join(str(i) for i in range(1, 31))
+
+
+def _cut_then_continue(
+    factory: RendererFactory,
+    extra_kwargs: Mapping[str, Any] | None,
+    completion: Completion,
+    as_message: Callable[[Any, Step, list[int]], dict[str, Any]],
+) -> CaseResult:
+    """The counting request, a reply cut by the length limit, then "Continue.": the history
+    holds the cut reply as ``as_message(renderer, prompt, ids)`` makes it."""
+    renderer, kwargs = factory.create(extra_kwargs)
+    history = [{"role": "user", "content": COUNT_REQUEST}]
     prompt = _render_step("turn 1 prompt", renderer, history, None)
-    full_answer = ", ".join(str(i) for i in range(1, 31))
-    completion = Completion(
-        content=full_answer,
-        reasoning="Count." if factory.identity.slug == "gpt-oss" else None,
-        truncated=True,
-    )
     ids = factory.completion_ids(renderer, prompt, completion, None)
-    partial = factory.tokenizer.decode(ids)
-    assistant = {"role": "assistant", "content": partial}
     steps = [prompt, _completion_step(ids, completion)]
     steps += _next_turn_steps(
         renderer,
         prompt,
         ids,
-        history + [assistant],
+        history + [as_message(renderer, prompt, ids)],
         [{"role": "user", "content": "Continue."}],
         None,
     )
     return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+
+
+def case_truncated_then_bridge(factory: RendererFactory) -> CaseResult:
+    # Thinking off where the family has the knob: the completion is plain text cut short.
+    off = factory.identity.thinking_kwargs[1] if factory.identity.thinking_kwargs else None
+    completion = Completion(
+        content=COUNTING,
+        reasoning="Count." if factory.identity.slug == "gpt-oss" else None,
+        truncated=True,
+    )
+    return _cut_then_continue(
+        factory,
+        off,
+        completion,
+        lambda _renderer, _prompt, ids: {
+            "role": "assistant",
+            "content": factory.tokenizer.decode(ids),
+        },
+    )
 
 
 def case_follow_up_rerender(factory: RendererFactory) -> CaseResult:
@@ -404,31 +424,20 @@ def case_follow_up_rerender(factory: RendererFactory) -> CaseResult:
 
 
 def case_cut_in_reasoning_then_bridge(factory: RendererFactory) -> CaseResult:
-    # Thinking on, and the length limit falls inside the reasoning: whether the renderer
-    # still bridges such a turn changed between Renderers releases.
+    # Thinking on, and the length limit falls inside the reasoning. The history holds the cut
+    # reply as the renderer parses it, which changed between Renderers releases.
     assert factory.identity.thinking_kwargs is not None, "the family has no thinking knob"
-    renderer, kwargs = factory.create(factory.identity.thinking_kwargs[0])
-    history = [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]
-    prompt = _render_step("turn 1 prompt", renderer, history, None)
-    counting = ", ".join(str(i) for i in range(1, 31))
-    completion = Completion(content="Done.", reasoning=f"I will count: {counting}.", truncated=True)
-    ids = factory.completion_ids(renderer, prompt, completion, None)
-    parsed = parse_reply(renderer, prompt, ids, None)
-    assistant = {
-        "role": "assistant",
-        "content": parsed.content,
-        "reasoning_content": parsed.reasoning_content,
-    }
-    steps = [prompt, _completion_step(ids, completion)]
-    steps += _next_turn_steps(
-        renderer,
-        prompt,
-        ids,
-        history + [assistant],
-        [{"role": "user", "content": "Continue."}],
-        None,
-    )
-    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+
+    def parsed(renderer: Any, prompt: Step, ids: list[int]) -> dict[str, Any]:
+        reply = parse_reply(renderer, prompt, ids, None)
+        return {
+            "role": "assistant",
+            "content": reply.content,
+            "reasoning_content": reply.reasoning_content,
+        }
+
+    completion = Completion(content="Done.", reasoning=f"I will count: {COUNTING}.", truncated=True)
+    return _cut_then_continue(factory, factory.identity.thinking_kwargs[0], completion, parsed)
 
 
 CASES: Mapping[str, Callable[[RendererFactory], CaseResult]] = {
