@@ -16,7 +16,7 @@ from mv_tools.calculator import Calculator
 
 from miles_verifiers_testkit.harness.agent import model_failure
 from miles_verifiers_testkit.harness.clients import ModelClients
-from miles_verifiers_testkit.harness.tools import Toolbox
+from miles_verifiers_testkit.harness.tools import open_toolbox
 from tests.dead_proxy import set_dead_proxy
 from tests.fixtures_env.fixture_env_support import ToolsetServer
 
@@ -80,7 +80,7 @@ async def test_the_toolbox_reaches_a_loopback_tool_server_behind_a_dead_proxy(
     calculator_url: str, dead_proxy: str
 ) -> None:
     async with AsyncExitStack() as stack:
-        toolbox = await Toolbox.connect(stack, {"calculator": calculator_url}, timeout_s=30)
+        toolbox = await open_toolbox(stack, {"calculator": calculator_url}, timeout_s=30)
         assert await toolbox.call("calculator_add", json.dumps({"a": 2, "b": 3})) == "5"
 
 

@@ -5,7 +5,7 @@ import pytest
 import verifiers.v1 as vf
 from mv_tools.calculator import Calculator
 
-from miles_verifiers_testkit.harness.tools import Toolbox
+from miles_verifiers_testkit.harness.tools import open_toolbox
 from tests.fixtures_env.fixture_env_support import ToolsetServer
 
 pytestmark = pytest.mark.anyio
@@ -18,7 +18,7 @@ async def calculator_url():
 
 
 async def _toolbox(stack, url, **kwargs):
-    return await Toolbox.connect(stack, {"calculator": url}, timeout_s=30, **kwargs)
+    return await open_toolbox(stack, {"calculator": url}, timeout_s=30, **kwargs)
 
 
 async def test_tools_are_named_server_underscore_tool(calculator_url):

@@ -87,7 +87,7 @@ def test_the_chat_loops_toolbox_lists_and_calls_mv_tools04s_calculator_over_mcp_
         import asyncio, os, subprocess, sys, tempfile, time, urllib.error, urllib.request
         from contextlib import AsyncExitStack
         from pathlib import Path
-        from mv_arith04.tools import Toolbox
+        from mv_arith04.tools import open_toolbox
 
         port_file = Path(tempfile.mkdtemp()) / "port"
         env = {**os.environ, "MCP_PORT_FILE": str(port_file), "VF_CONFIG": "{}"}
@@ -97,13 +97,13 @@ def test_the_chat_loops_toolbox_lists_and_calls_mv_tools04s_calculator_over_mcp_
 
         async def check(url):
             async with AsyncExitStack() as stack:
-                tools = await Toolbox.open(stack, {"calculator": url}, timeout_s=30)
+                tools = await open_toolbox(stack, {"calculator": url}, timeout_s=30)
                 [schema] = tools.schemas
                 assert schema["function"]["name"] == "calculator_add", schema
                 assert await tools.call("calculator_add", '{"a": 2, "b": 40}') == "42"
                 assert (await tools.call("calculator_add", '{"a": 2}')).startswith("error: ")
                 assert (await tools.call("calculator_sub", "{}")).startswith("error: unknown")
-                off = await Toolbox.open(
+                off = await open_toolbox(
                     stack, {"calculator": url}, timeout_s=30, disabled=["calculator_add"]
                 )
                 assert off.schemas == [], off.schemas
