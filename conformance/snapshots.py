@@ -4,7 +4,10 @@ Snapshot files are plain text meant for review (decoded text next to token ids).
 snapshots hold what the pinned Verifiers and Renderers produce, so ``__snapshots__/.versions.toml``
 records those versions; a run under other versions fails with the refresh command instead of a
 confusing diff. The rendered prompts depend on Renderers alone and are kept in one folder per
-Renderers release (``__snapshots__/renderers-<version>/``). Each comparison is recorded for the
+Renderers release (``__rendered_prompts__/renderers-<version>/``), outside ``__snapshots__``:
+syrupy scans that folder with its default extension wherever no assertion ran there (the xdist
+controller always), and would count another release's files as unused snapshots, failing the
+run (or delete them on update). Each comparison is recorded for the
 drift summary (``drift.py``); a first recording for a new release is compared with the newest
 older release's.
 
@@ -33,6 +36,7 @@ from miles_verifiers_conformance.drift import DriftEntry
 from miles_verifiers_testkit.miles.configs import WORKER_PYTHON
 
 SNAPSHOT_DIR = Path(__file__).parent / "__snapshots__"
+RENDERED_DIRNAME = "__rendered_prompts__"
 # A dot file: syrupy ignores those, where it would delete any other unknown file on update.
 VERSIONS_FILE = SNAPSHOT_DIR / ".versions.toml"
 PINNED_PACKAGES = ("verifiers", "renderers")
@@ -54,14 +58,14 @@ def renderers_folder(version: str) -> str:
 
 @functools.cache  # one class per version: syrupy scans each extension class's folder once
 def renderers_extension(version: str) -> type[TokenSnapshotExtension]:
-    """Snapshots kept per Renderers version (``__snapshots__/renderers-<version>/``), so the
-    output of each release a supported Verifiers pulls in stays committed side by side."""
+    """Snapshots kept per Renderers version (``__rendered_prompts__/renderers-<version>/``),
+    so the output of each release a supported Verifiers pulls in stays committed side by side."""
 
     class RenderersVersionExtension(TokenSnapshotExtension):
         @classmethod
         def dirname(cls, *, test_location: PyTestLocation) -> str:
-            collection = Path(super().dirname(test_location=test_location))
-            return str(collection.parent / renderers_folder(version) / collection.name)
+            site = Path(test_location.filepath).parent / RENDERED_DIRNAME
+            return str(site / renderers_folder(version) / test_location.basename)
 
     return RenderersVersionExtension
 

@@ -97,10 +97,12 @@ def test_the_conformance_wheel_ships_its_snapshots_clause_table_selftests_and_co
     package = "miles_verifiers_conformance/"
     committed = [
         p.relative_to(ROOT / "conformance").as_posix()
-        for p in (ROOT / "conformance" / "__snapshots__").rglob("*")
+        for folder in ("__snapshots__", "__rendered_prompts__")
+        for p in (ROOT / "conformance" / folder).rglob("*")
         if p.is_file()
     ]
 
+    assert any("__rendered_prompts__" in name for name in committed)
     assert committed and {package + name for name in committed} <= names
     for shipped in ("clauses.py", "conftest.py", "selftest/doubles.py", "ADAPTER_CONTRACT.md"):
         assert package + shipped in names
@@ -132,7 +134,7 @@ def test_the_adapter_wheel_holds_no_test_kit_code(adapter_wheel: zipfile.ZipFile
 def test_the_adapter_wheel_holds_no_conformance_code(adapter_wheel: zipfile.ZipFile) -> None:
     names = adapter_wheel.namelist()
 
-    assert not [n for n in names if "conformance" in n or "__snapshots__" in n]
+    assert not [n for n in names if "conformance" in n or "snapshots__" in n or "prompts__" in n]
     assert not [
         n
         for n in names

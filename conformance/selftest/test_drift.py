@@ -11,6 +11,7 @@ import pytest
 from miles_verifiers_conformance.drift import DriftEntry, first_difference, parse_ids
 from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
 from miles_verifiers_conformance.snapshots import (
+    RENDERED_DIRNAME,
     earlier_version_snapshot,
     installed_versions,
     renderers_folder,
@@ -107,7 +108,7 @@ RENDERERS_TEST = textwrap.dedent(
 
 def _recorded(tmp_path: Path, version: str, ids: str) -> Path:
     snapshot = (
-        tmp_path / "__snapshots__" / renderers_folder(version) / "test_demo" / "test_case.txt"
+        tmp_path / RENDERED_DIRNAME / renderers_folder(version) / "test_demo" / "test_case.txt"
     )
     snapshot.parent.mkdir(parents=True)
     snapshot.write_text(f"model: demo\n  ids: [{ids}]\n")
@@ -151,11 +152,32 @@ def test_a_renderers_release_with_no_snapshots_is_refused_with_the_refresh_comma
     assert "tox -e snapshots -- --snapshot-update" in run.output
 
 
+@pytest.mark.clause("SNP-1")
+def test_another_renderers_releases_snapshots_are_not_unused_in_a_run_over_xdist_workers(
+    tmp_path: Path,
+) -> None:
+    # The xdist controller runs no assertion, so syrupy scans the test site with its default
+    # extension: the other release's folder must be out of its sight.
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    _recorded(tmp_path, installed_versions(("renderers",))["renderers"], "1, 2, 3")
+    other = _recorded(tmp_path, "0.0.1", "1, 2")
+
+    run = run_pytest(
+        ["-n", "2"], cwd=tmp_path, report_base=tmp_path / "r", env={"DEMO_IDS": "1, 2, 3"}
+    )
+
+    assert "bringing up nodes" in run.output, run.output[-3000:]
+    assert run.returncode == 0, run.output[-3000:]
+    assert "unused" not in run.output
+    assert other.exists()
+
+
 @pytest.mark.clause("SUITE-2")
 def test_the_baseline_of_a_new_release_is_the_newest_older_release(tmp_path: Path) -> None:
     for version in ("0.1.9", "0.1.10", "0.1.13"):
         _recorded(tmp_path, version, "1")
-    new = tmp_path / "__snapshots__" / "renderers-0.1.12" / "test_demo" / "test_case.txt"
+    new = tmp_path / RENDERED_DIRNAME / "renderers-0.1.12" / "test_demo" / "test_case.txt"
 
     baseline = earlier_version_snapshot(new)
 
@@ -188,7 +210,7 @@ def test_a_real_rendered_prompt_changed_on_purpose_is_reported(tmp_path: Path) -
     suite = tmp_path / "conformance"
     shutil.copytree(REPO_ROOT / "conformance", suite, ignore=shutil.ignore_patterns("__pycache__"))
     folder = (
-        suite / "__snapshots__" / renderers_folder(installed_versions(("renderers",))["renderers"])
+        suite / RENDERED_DIRNAME / renderers_folder(installed_versions(("renderers",))["renderers"])
     )
     snapshot = next((folder / "test_render_snapshots").glob("*qwen3-single_turn*"))
     text = snapshot.read_text()
