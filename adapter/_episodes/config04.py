@@ -108,10 +108,17 @@ def renderer_config04(identity: str | None) -> Any:
     return config_from_name(name) if name is not None else None
 
 
-def vocab_size04(spec: RendererSpecModel) -> int | None:
-    """``len(tokenizer)`` of the tokenizer prompts are rendered with (it must load)."""
+def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | None:
+    """Build the renderer the episodes' ``TrainClient`` will and render one user turn with it;
+    the tokenizer's ``len`` (None when it has none). A model Renderers has no renderer for
+    falls back on its tokenizer's chat template, and a checkpoint without one would fail every
+    request of every episode: refused here instead, naming the flags."""
+    import json
+
+    from renderers import create_renderer
     from renderers.base import load_tokenizer
 
+    from miles_verifiers._episodes.clients import IDENTITY_FLAGS
     from miles_verifiers._trainer.engine_settings import RendererSetupError
 
     try:
@@ -121,6 +128,24 @@ def vocab_size04(spec: RendererSpecModel) -> int | None:
             f"the tokenizer {spec.tokenizer_source!r} does not load where the episodes run "
             f"({type(error).__name__}: {error}). Fix: make it available offline there (a "
             "local path, or the HF cache)."
+        ) from error
+    try:
+        renderer = create_renderer(
+            tokenizer,
+            renderer_config04(identity),
+            chat_template_kwargs=json.loads(spec.chat_template_kwargs_json),
+        )
+        renderer.render_ids([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True)
+    except Exception as error:
+        label = identity or spec.tokenizer_source
+        raise RendererSetupError(
+            f"a one-turn chat cannot be rendered for {label!r} where the episodes run "
+            f"({type(error).__name__}: {' '.join(str(error).split())[:300]}); a model Renderers "
+            "has no renderer for falls back on its tokenizer's chat template. Fix: name a model "
+            f"Renderers knows in "
+            f"{IDENTITY_FLAGS} (e.g. --sglang-tokenizer-path Qwen/Qwen3-0.6B when the "
+            "checkpoint is a local copy of that model), or give the checkpoint's tokenizer a "
+            "chat template."
         ) from error
     try:
         return len(tokenizer) or None
@@ -140,7 +165,8 @@ def describe04(request: DescribeRequest) -> Description:
     loaded = load04(request.config_path, request.config_text)
     check_task_prompts(loaded.tasks)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
-    vocab_size = vocab_size04(request.renderer) if request.renderer is not None else None
+    renderer = request.renderer
+    vocab_size = probe_renderer04(renderer, identity) if renderer is not None else None
     return Description(
         env_id=str(loaded.config.env_id),
         tasks=[task_record(task) for task in loaded.tasks],

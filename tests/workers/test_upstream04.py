@@ -5,34 +5,10 @@ episodes' interpreter when it has Verifiers 0.4 (``MILES_VERIFIERS_EPISODE_WORKE
 
 from __future__ import annotations
 
-import os
-import subprocess
-import textwrap
+from tests.workers.worker04 import needs_verifiers04
+from tests.workers.worker04 import run_in_worker04 as _run
 
-import pytest
-
-PYTHON = os.environ.get("MILES_VERIFIERS_EPISODE_WORKER_PYTHON")
-
-
-def _run(script: str) -> subprocess.CompletedProcess[str]:
-    assert PYTHON is not None
-    return subprocess.run(
-        [PYTHON, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300
-    )
-
-
-def _has_verifiers04() -> bool:
-    if not PYTHON:
-        return False
-    done = _run(
-        "import importlib.metadata as m; print(m.version('verifiers'))"
-    )
-    return done.returncode == 0 and done.stdout.strip().startswith("0.4.")
-
-
-pytestmark = pytest.mark.skipif(
-    not _has_verifiers04(), reason="needs a worker interpreter with verifiers 0.4"
-)
+pytestmark = needs_verifiers04
 
 
 def test_interception_resolve_client_builds_a_train_client_whose_client_is_our_transport():
