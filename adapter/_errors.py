@@ -83,7 +83,13 @@ def tag_message(error_cls: type[MilesVerifiersError], message: str) -> str:
     """``message`` with the tag that lets :func:`recorded_error_class` recognise ``error_cls``."""
     if error_cls.trace_code is None:
         raise TypeError(f"{error_cls.__qualname__} has no code to tag a message with")
-    return f"{message} [{_TAG_PREFIX}{error_cls.trace_code}]"
+    return tag_with_code(error_cls.trace_code, message)
+
+
+def tag_with_code(code: str, message: str) -> str:
+    """``message`` tagged with ``code``, for a side where the class is not importable (an
+    episode worker whose Verifiers differs)."""
+    return f"{message} [{_TAG_PREFIX}{code}]"
 
 
 def recorded_error_code(recorded: Any) -> str | None:
@@ -94,7 +100,8 @@ def recorded_error_code(recorded: Any) -> str | None:
     """
     if recorded is None:
         return None
-    if isinstance(recorded, MilesVerifiersError):
+    # A class without a code of its own (a worker's error relayed) may carry a recorded tag.
+    if isinstance(recorded, MilesVerifiersError) and type(recorded).trace_code is not None:
         return type(recorded).trace_code
     message = getattr(recorded, "message", None)
     if message is None:

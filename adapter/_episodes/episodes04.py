@@ -9,8 +9,9 @@ interception server from a ``TrainClientConfig``; its engine connection is the c
 transport (exact token ids and log-probs, this worker's rid prefix for aborts), put there
 through the one non-public seam listed in :mod:`miles_verifiers._episodes.upstream04`.
 
-Only the traces of trainable agents become records; a rollout must yield exactly one. A group
-whose rollout yields none or several, whose clean trace has an unscored reward, or whose
+Only the traces of trainable agents become records; a rollout must yield exactly one. A rollout
+with several stops the call (tagged as a request the adapter cannot serve: every episode would
+do the same). A group whose rollout yields none, whose clean trace has an unscored reward, or whose
 episode failed as a whole (an env hook, its deadline) comes back failed with a named error
 type, so the trainer drops it (``episode_error`` / ``episode_timeout``).
 """
@@ -28,6 +29,7 @@ from miles_verifiers._episodes.config04 import Loaded04, describe04, load04, ren
 from miles_verifiers._episodes.records04 import trace_record04
 from miles_verifiers._episodes.upstream04 import TransportLoans, install_transport_hook
 from miles_verifiers._episodes.worker import OpenCall, check_task_count
+from miles_verifiers._errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
 from miles_verifiers._seam.protocol import (
     CallStart,
     DescribeRequest,
@@ -135,15 +137,28 @@ def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRu
             kind = EPISODE_TIMEOUT if getattr(episode, "is_timeout", False) else EPISODE_ERROR
             failure = "episode_timeout" if kind == EPISODE_TIMEOUT else "episode_error"
             return SlotsRun(tuple(records), failure, _error(kind, f"{last.type}: {last.message}"))
-        if len(trainable) != 1:
+        if len(trainable) > 1:
+            # Every episode of such an environment does the same: stop the call, naming the fix,
+            # rather than drop group after group until the replacement budget runs out.
+            message = (
+                f"rollout {slot} of task {episode.task.data.idx} yielded {len(trainable)} "
+                "traces of trainable agents (best-of-n, or several trainable seats), but Miles "
+                "trains exactly one trace per rollout. Fix: leave one trainable seat (mark the "
+                "others untrainable in the environment's setup(), as 0.4's user simulators "
+                "and judges are); episodes that keep several traces are not supported."
+            )
+            refusal = _error(
+                TRAINABLE_COUNT_ERROR, tag_with_code(UNSUPPORTED_REQUEST_CODE, message)
+            )
+            return SlotsRun(tuple(records), "episode_error", refusal)
+        if not trainable:
             return SlotsRun(
                 tuple(records),
                 "episode_error",
                 _error(
                     TRAINABLE_COUNT_ERROR,
-                    f"rollout {slot} of task {episode.task.data.idx} yielded {len(trainable)} "
-                    "traces of trainable agents; the Miles adapter trains exactly one per "
-                    "rollout (multi-trace episodes such as best-of-n are not supported yet)",
+                    f"rollout {slot} of task {episode.task.data.idx} yielded no trace of a "
+                    "trainable agent",
                 ),
             )
     unscored = [r for r in records if r.error is None and r.unscored]

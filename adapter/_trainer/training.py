@@ -229,6 +229,8 @@ async def judge_group(
     The Miles reward model scores every sample (siblings must get one reward); the dynamic
     filter sees one sample per rollout, as with Miles' own rollout."""
     if not run.ok:
+        if is_unsupported_request(run.error):
+            raise UnsupportedRequestRunError(str(run.error))
         reason = (
             run.failure
             if run.failure in (DROP_EPISODE_TIMEOUT, DROP_WORKER_LOST)

@@ -24,7 +24,11 @@ from miles_verifiers._episodes.episodes04 import (
 from miles_verifiers._episodes.records04 import NOT_OK_ERROR, trace_record04
 from miles_verifiers._episodes.upstream04 import CallEndedError, TransportLoans, _hooked
 from miles_verifiers._episodes.worker import Generation02, WorkerHandler, generation_for
+from miles_verifiers._errors import is_unsupported_request
+from miles_verifiers._seam.pool import group_run
+from miles_verifiers._seam.protocol import GroupResult
 from miles_verifiers._seam.records import TraceRecord
+from miles_verifiers._trainer.training import UnsupportedRequestRunError, judge_group
 from miles_verifiers._versions import (
     SUPPORTED_VERSIONS,
     WORKER_VERSIONS_04,
@@ -201,10 +205,23 @@ def test_untrainable_agents_traces_are_not_sent():
     assert run.failure is None and [r.id for r in run.traces] == ["a"]
 
 
-def test_a_slot_with_several_trainable_traces_fails_the_group_by_name():
+def test_a_rollout_with_several_trainable_traces_stops_the_training_call_naming_the_fix():
     run = judge_episodes([episode(trace(trace_id="a"), trace(trace_id="b"))])
+    assert run.error is not None and run.error.type == TRAINABLE_COUNT_ERROR
+    relayed = group_run(GroupResult(traces=list(run.traces), failure=run.failure, error=run.error))
+
+    with pytest.raises(UnsupportedRequestRunError) as caught:
+        asyncio.run(judge_group(relayed, 0, SimpleNamespace(), None, None))
+
+    assert "yielded 2 traces of trainable agents" in str(caught.value)
+    assert "untrainable" in str(caught.value)
+
+
+def test_a_rollout_with_no_trainable_trace_fails_its_group_by_name():
+    run = judge_episodes([episode(trace(trainable=False))])
     assert run.failure == "episode_error"
     assert run.error is not None and run.error.type == TRAINABLE_COUNT_ERROR
+    assert not is_unsupported_request(run.error)
 
 
 def test_a_clean_trace_with_an_unscored_reward_fails_the_group_by_name():
