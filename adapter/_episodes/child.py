@@ -1,4 +1,5 @@
-"""A local episode worker process: ``python -m miles_verifiers._episodes.child``.
+"""A local episode worker process: :func:`main`, run in a child the worker template forked
+(:mod:`miles_verifiers._episodes.template`), with the pipes to the trainer as stdin and stdout.
 
 Reads length-prefixed request frames from stdin and writes reply frames to stdout, serving
 requests concurrently. The protocol owns the real stdout: file descriptor 1 is pointed at
@@ -138,7 +139,3 @@ def main() -> None:
         # worker whose parent is gone alive.
         sys.stderr.flush()
         os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,10 +1,12 @@
-"""The local backend: each worker is a child process speaking frames over stdin/stdout.
+"""The local backend: each worker is a process speaking frames over a pair of pipes.
 
-The child is started with the interpreter ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names,
-else the trainer's own (``python -m miles_verifiers._episodes.child``), in a session of its own,
-and exits when its stdin closes, so a trainer that dies leaves no orphan. Miles calls the
-rollout function on a background event loop thread; asyncio's child watcher reaps children
-started from any thread.
+Workers are forked by a :class:`WorkerTemplate`, a process started with the interpreter
+``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names, else the trainer's own, that has already
+imported Verifiers (see :mod:`miles_verifiers._episodes.template`): a worker, or the
+replacement of a lost one, starts in milliseconds. Each worker runs in a session of its own and
+exits when its stdin closes, so a trainer that dies leaves no orphan; the template exits when
+its socket closes. A worker is not this process's child (the template's kernel-reaped one), so
+whether it still runs is read from ``/proc``.
 
 Stopping a worker: SIGTERM (and SIGCONT, so a stopped worker can act on it), up to
 :data:`TERMINATE_GRACE_S` for it to close its environments and end what it started, then
@@ -16,13 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
 from miles_verifiers._episodes.child import STOP_BOUND_S
 from miles_verifiers._seam import procs
@@ -32,29 +38,149 @@ from miles_verifiers._seam.protocol import PROTOCOL_VERSION
 
 logger = logging.getLogger(__name__)
 
-CHILD_MODULE = "miles_verifiers._episodes.child"
+TEMPLATE_MODULE = "miles_verifiers._episodes.template"
+# A fork answers in milliseconds once the template has imported Verifiers (seconds of CPU).
+TEMPLATE_REPLY_TIMEOUT_S = 300.0
 # How long a stopped worker gets to exit after SIGTERM before it is killed: its own bound on
 # closing its environments and ending what it started, and a margin.
 TERMINATE_GRACE_S = STOP_BOUND_S + 5.0
 
 
+class WorkerTemplate:
+    """The template process local workers are forked from: started at the first fork (again
+    if it has died since), ended by :meth:`close`. Thread-safe; its calls block, briefly."""
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or sys.executable
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._channel: socket.socket | None = None
+        self._closed = False
+
+    def fork(
+        self, environ: dict[str, str], *, entry: str = "worker", stderr: int | None = None
+    ) -> tuple[int, int, int]:
+        """A new process running ``entry`` with ``environ`` (and ``stderr``, else the
+        template's): its pid, its stdin's write end and its stdout's read end (this process
+        owns both descriptors). A template found dead is started again, once."""
+        with self._lock:
+            if self._closed:
+                raise WorkerLostError("the episode workers' template was closed")
+            message = json.dumps({"entry": entry, "environ": environ}).encode()
+            extra = [] if stderr is None else [stderr]
+            try:
+                return self._fork(message, extra)
+            except (OSError, ValueError):
+                self._end()
+                if self._closed:  # close() ended it mid-fork
+                    raise WorkerLostError("the episode workers' template was closed") from None
+            try:
+                return self._fork(message, extra)
+            except (OSError, ValueError) as error:
+                code = self._end()
+                reason = str(error) or type(error).__name__
+                if code is not None and code >= 0:
+                    reason = f"it exited with code {code} (its error output is on stderr)"
+                raise WorkerLostError(
+                    f"the episode workers' template ({self.python} -m {TEMPLATE_MODULE}) did not "
+                    f"fork a {entry}: {reason}"
+                ) from error
+
+    def _fork(self, message: bytes, extra: list[int]) -> tuple[int, int, int]:
+        channel = self._running()
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        try:
+            socket.send_fds(channel, [message], [stdin_read, stdout_write, *extra])
+            pid = int(channel.recv(32) or b"0")
+            if pid <= 0:
+                raise ConnectionResetError("it exited")
+        except BaseException:
+            os.close(stdin_write)
+            os.close(stdout_read)
+            raise
+        finally:
+            os.close(stdin_read)
+            os.close(stdout_write)
+        return pid, stdin_write, stdout_read
+
+    def close(self) -> None:
+        """End the template (its workers are not its to end); bounded, any thread. A fork
+        under way fails at once instead of waiting for the template's answer."""
+        self._closed = True
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        with self._lock:
+            self._end()
+
+    def _running(self) -> socket.socket:
+        if self._process is not None and self._process.poll() is None and self._channel:
+            return self._channel
+        self._end()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Workers get their own token and protocol variables at each fork.
+        env = {k: v for k, v in os.environ.items() if k != procs.TOKEN_VARIABLE}
+        try:
+            self._process = subprocess.Popen(
+                [self.python, "-m", TEMPLATE_MODULE],
+                stdin=theirs.fileno(),
+                stdout=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.settimeout(TEMPLATE_REPLY_TIMEOUT_S)
+        self._channel = ours
+        return ours
+
+    def _end(self) -> int | None:
+        """Kill the template; its exit code (negative: the signal that ended it)."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        # It holds nothing but imported modules: no grace needed.
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5.0)
+        return process.returncode
+
+
+@dataclass(frozen=True)
+class WorkerPipes:
+    """A worker's pid and its pipes on the event loop that reads them."""
+
+    pid: int
+    stdin: asyncio.StreamWriter
+    stdout: asyncio.StreamReader
+
+
 class LocalWorker:
-    """One child process and the futures of its unanswered requests."""
+    """One forked worker process and the futures of its unanswered requests."""
 
     def __init__(
         self,
-        process: asyncio.subprocess.Process,
+        pipes: WorkerPipes,
         name: str,
         token: str | None = None,
         *,
         terminate_grace_s: float = TERMINATE_GRACE_S,
     ) -> None:
-        self._process = process
+        self._pipes = pipes
         self._name = name
         self._token = token
         self._grace_s = terminate_grace_s
-        started = procs.stat_of(process.pid)
-        self._ref = procs.ProcessRef(process.pid, started.start) if started else None
+        started = procs.stat_of(pipes.pid)
+        self._ref = procs.ProcessRef(pipes.pid, started.start) if started else None
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
@@ -63,29 +189,36 @@ class LocalWorker:
         )
 
     @classmethod
-    async def start(cls, name: str, python: str | None = None) -> LocalWorker:
-        """Start a worker with ``python`` (another virtualenv's interpreter), else the trainer's."""
+    async def start(cls, name: str, template: WorkerTemplate) -> LocalWorker:
+        """Fork a worker from ``template`` and connect its pipes to this event loop."""
         env = dict(os.environ)
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
         token = env[procs.TOKEN_VARIABLE] = uuid.uuid4().hex
-        process = await asyncio.create_subprocess_exec(
-            python or sys.executable,
-            "-m",
-            CHILD_MODULE,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # its own process group, ended whole when it stops
-        )
-        return cls(process, name, token)
+        pid, stdin_fd, stdout_fd = await asyncio.to_thread(template.fork, env)
+        loop = asyncio.get_running_loop()
+        try:
+            reader = asyncio.StreamReader(limit=2**20, loop=loop)
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+                os.fdopen(stdout_fd, "rb", 0),
+            )
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(stdin_fd, "wb", 0)
+            )
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            raise
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(WorkerPipes(pid, writer, reader), name, token)
 
     @property
     def pid(self) -> int:
-        return self._process.pid
+        return self._pipes.pid
 
     @property
     def alive(self) -> bool:
-        return self._lost is None and self._process.returncode is None
+        return self._lost is None and self._running()
 
     @property
     def description(self) -> str:
@@ -97,8 +230,7 @@ class LocalWorker:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            stdin = self._process.stdin
-            assert stdin is not None
+            stdin = self._pipes.stdin
             # The write counts against the timeout too: a worker that stops reading its pipe
             # would otherwise block the drain for ever.
             async with asyncio.timeout(timeout_s):
@@ -117,8 +249,7 @@ class LocalWorker:
             self._pending.pop(request_id, None)
 
     async def _read_replies(self) -> None:
-        stdout = self._process.stdout
-        assert stdout is not None
+        stdout = self._pipes.stdout
         reason = "it closed its output"
         try:
             while True:
@@ -135,9 +266,7 @@ class LocalWorker:
             reason = "the trainer stopped reading it"
             raise
         finally:
-            with contextlib.suppress(Exception):
-                code = await asyncio.wait_for(self._process.wait(), 5.0)
-                reason = f"{reason}; exit code {code}"
+            self._pipes.stdin.close()
             self._mark_lost(reason)
 
     def _mark_lost(self, reason: str) -> None:
@@ -159,8 +288,9 @@ class LocalWorker:
         """:meth:`kill` without blocking the event loop the worker was started on."""
         try:
             started = await asyncio.to_thread(self._begin_stop)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._process.wait(), self._grace_s)
+            deadline = time.monotonic() + self._grace_s
+            while time.monotonic() < deadline and self._running():
+                await asyncio.sleep(0.02)
             await asyncio.to_thread(self._finish_stop, started)
         except asyncio.CancelledError:
             # A cancelled call must not leave a hung worker half stopped: finish off the loop.
@@ -168,9 +298,8 @@ class LocalWorker:
             raise
 
     def _running(self) -> bool:
-        if self._process.returncode is not None:
-            return False
-        return self._ref is None or procs.alive(self._ref)
+        # Without /proc, the worker counts as running until its pipe closes.
+        return procs.alive(self._ref) if self._ref is not None else self._lost is None
 
     def _begin_stop(self) -> list[procs.ProcessRef]:
         """What the worker started (it is their subreaper), then SIGTERM and SIGCONT."""

@@ -104,8 +104,16 @@ class _Slot:
 
 
 class WorkerPool:
-    def __init__(self, limits: PoolLimits, setup: WorkerSetup, start_link: LinkStarter) -> None:
+    def __init__(
+        self,
+        limits: PoolLimits,
+        setup: WorkerSetup,
+        start_link: LinkStarter,
+        *,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         self.limits = limits
+        self._on_close = on_close
         self._setup_payload = setup
         self._start_link = start_link
         self._slots = [_Slot(i) for i in range(limits.count)]
@@ -131,6 +139,8 @@ class WorkerPool:
             for slot in self._slots:
                 slot.link, slot.calls = None, {}
         kill_all(links, wait=not _in_event_loop())
+        if self._on_close is not None:
+            self._on_close()
 
     async def _stop(self, link: WorkerLink) -> None:
         with self._guard:

@@ -6,11 +6,18 @@ with the workers' interpreter, and the pool only exchanges protocol messages.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import subprocess
+import os
+import select
+import signal
+import tempfile
+import time
 from typing import Any
 
 from miles_verifiers._errors import SetupError
+from miles_verifiers._seam.link import WorkerLostError
+from miles_verifiers._seam.local import LocalWorker, WorkerTemplate
 from miles_verifiers._seam.pool import PoolLimits, WorkerPool
 from miles_verifiers._seam.protocol import (
     CleanupSpec,
@@ -54,40 +61,63 @@ def _as_setup_error(refused: Refused) -> SetupError:
     return error
 
 
-def describe_elsewhere(python: str, request: DescribeRequest) -> Description:
-    """The episode side's description, from a process started with ``python``."""
+def describe_elsewhere(
+    python: str, request: DescribeRequest, template: WorkerTemplate | None = None
+) -> Description:
+    """The episode side's description, from a process forked from ``template`` (the workers'
+    own, kept running for them), else from a template of its own started with ``python``."""
     payload = Request(id=1, body=request).model_dump_json().encode()
+    own = template is None
+    template = template or WorkerTemplate(python)
     try:
-        done = subprocess.run(
-            [python, "-m", "miles_verifiers._episodes.describe"],
-            input=payload,
-            capture_output=True,
-            timeout=DESCRIBE_TIMEOUT_S,
-            check=False,
+        with tempfile.TemporaryFile() as errors:
+            output, ended = _run_describe(template, payload, errors.fileno())
+            errors.seek(0)
+            tail = errors.read().decode(errors="replace").strip().splitlines()[-5:]
+    finally:
+        if own:
+            template.close()
+    if not output:
+        raise EpisodeSideError(
+            f"the episode side ({python}) {ended} before describing the taskset. Fix: install "
+            "miles-verifiers and the taskset packages in that environment (see the README), "
+            f"with {PYTHON_SETTING} naming its python. Its last output: "
+            f"{' | '.join(tail) or 'none'}"
         )
-    except FileNotFoundError as error:
-        raise EpisodeSideError(
-            f"{PYTHON_SETTING} names {python}, which cannot be run ({error}). Fix: point it at "
-            "the python of the virtualenv the episodes run in."
-        ) from error
-    except subprocess.TimeoutExpired as error:
-        raise EpisodeSideError(
-            f"the episode side ({python}) did not describe the taskset within "
-            f"{DESCRIBE_TIMEOUT_S:.0f} s. Fix: check that its taskset loads offline."
-        ) from error
-    if done.returncode != 0 or not done.stdout:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
-        raise EpisodeSideError(
-            f"the episode side ({python}) exited with code {done.returncode} before describing "
-            "the taskset. Fix: install miles-verifiers and the taskset packages in that "
-            f"environment (see the README). Its last output: {' | '.join(tail) or 'none'}"
-        )
-    body = read_reply(done.stdout).body
+    body = read_reply(output).body
     if isinstance(body, Refused):
         raise _as_setup_error(body)
     if not isinstance(body, Description):
         raise EpisodeSideError(f"the episode side answered a describe request with {body.kind}")
     return body
+
+
+def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tuple[bytes, str]:
+    """The describe step's whole output, and how it ended; bounded by DESCRIBE_TIMEOUT_S."""
+    try:
+        pid, stdin, stdout = template.fork(dict(os.environ), entry="describe", stderr=stderr)
+    except WorkerLostError as error:
+        return b"", f"could not start ({error})"
+    deadline = time.monotonic() + DESCRIBE_TIMEOUT_S
+    chunks: list[bytes] = []
+    try:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(stdin, "wb") as writer:
+            writer.write(payload)  # read whole before anything is written back
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([stdout], [], [], left)[0]:
+                continue
+            chunk = os.read(stdout, 1 << 16)
+            if not chunk:
+                return b"".join(chunks), "ended"
+            chunks.append(chunk)
+    finally:
+        os.close(stdout)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    raise EpisodeSideError(
+        f"the episode side ({template.python}) did not describe the taskset within "
+        f"{DESCRIBE_TIMEOUT_S:.0f} s. Fix: check that its taskset loads offline."
+    )
 
 
 def worker_setup(run: Any) -> WorkerSetup:
@@ -113,7 +143,9 @@ def worker_setup(run: Any) -> WorkerSetup:
     )
 
 
-def build_pool(run: Any) -> WorkerPool:
+def build_pool(run: Any, template: WorkerTemplate | None = None) -> WorkerPool:
+    """The workers' pool; local workers are forked from ``template`` (the describe step's, when
+    there was one), which the pool then owns."""
     settings = run.settings
     limits = PoolLimits(
         count=settings.episode_workers,
@@ -125,7 +157,15 @@ def build_pool(run: Any) -> WorkerPool:
     if settings.episode_worker_backend == "ray":
         from miles_verifiers._seam.ray_backend import start_ray_worker
 
-        return WorkerPool(limits, worker_setup(run), functools.partial(start_ray_worker, python=python))
-    from miles_verifiers._seam.local import LocalWorker
-
-    return WorkerPool(limits, worker_setup(run), functools.partial(LocalWorker.start, python=python))
+        if template is not None:  # actors are not forked: it served the describe step only
+            template.close()
+        return WorkerPool(
+            limits, worker_setup(run), functools.partial(start_ray_worker, python=python)
+        )
+    template = template or WorkerTemplate(python)
+    return WorkerPool(
+        limits,
+        worker_setup(run),
+        functools.partial(LocalWorker.start, template=template),
+        on_close=template.close,
+    )

@@ -209,7 +209,8 @@ def _taskset(given: Products) -> StageResult:
                 hf_checkpoint=options.hf_checkpoint,
                 tokenizer_path=options.sglang_tokenizer_path,
             )
-            products = {"description": describe_elsewhere(python, request)}
+            template = given.get("episode_template")
+            products = {"description": describe_elsewhere(python, request, template)}
     except SetupError as error:
         return _failed(error)
     if renderer is not None:
@@ -296,10 +297,12 @@ def inputs(
     dispatch_budget_factor: int,
     version_of: Callable[[str], str] = importlib.metadata.version,
     episode_python: str | None = None,
+    episode_template: Any = None,
     renderer_pool_size: int = 2,
 ) -> dict[str, Any]:
     """The named inputs the table reads (``environ`` None means ``os.environ``;
-    ``episode_python`` None means the episodes run in this process)."""
+    ``episode_python`` None means the episodes run in this process; ``episode_template``, the
+    workers' template, forks the describe step, else a template of its own does)."""
     return {
         "args": args,
         "environ": environ,
@@ -307,6 +310,7 @@ def inputs(
         "dispatch_budget_factor": dispatch_budget_factor,
         "version_of": version_of,
         "episode_python": episode_python,
+        "episode_template": episode_template,
         "renderer_pool_size": renderer_pool_size,
     }
 

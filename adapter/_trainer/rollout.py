@@ -176,6 +176,8 @@ class _Run:
     transport: Mapping[str, Any]  # mode -> TransportSettings template
     # Builds the episode side in this process from its setup (None: workers run the episodes).
     in_process: Callable[[WorkerSetup], Any] | None
+    # Forks the local workers; it already forked the describe step (None: in this process).
+    episode_template: Any
     train: TrainSetup
     eval: EvalSetup
     settings: AdapterSettings
@@ -202,14 +204,25 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         if branch_policy is BranchPolicy.SIBLINGS
         else "a trace with several branches is an error",
     )
+    template = None
+    if settings.episode_python is not None:
+        from miles_verifiers._seam.local import WorkerTemplate
+
+        template = WorkerTemplate(settings.episode_worker_python)
     given = construction.inputs(
         args,
         use_miles=chosen.source == "miles",
         dispatch_budget_factor=settings.dispatch_budget_factor,
         episode_python=settings.episode_python,
+        episode_template=template,
         renderer_pool_size=settings.renderer_pool_size,
     )
-    made = construction.build(given)  # every check, in order; raises at the first failure
+    try:
+        made = construction.build(given)  # every check, in order; raises at the first failure
+    except BaseException:
+        if template is not None:
+            template.close()
+        raise
     for warning in made["warnings"]:
         logger.warning("%s", warning)
     options: MilesOptions = made["options"]
@@ -262,6 +275,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         made["renderer"],
         transport,
         in_process,
+        template,
         train,
         evaluation,
         settings,
@@ -284,7 +298,7 @@ def _episode_backend(run: _Run) -> EpisodeBackend:
         # The trainer's own Verifiers, which the version gate allowed: 0.2.0.
         built = run.in_process(worker_setup(run))
         return InProcessEpisodes(WorkerHandler(Generation02(), built=built))
-    return build_pool(run)
+    return build_pool(run, run.episode_template)
 
 
 class _LoopLock:

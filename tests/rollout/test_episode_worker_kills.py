@@ -37,6 +37,7 @@ from tests.rollout.rollout_support import (
 from tests.workers.processes import (
     ProcessInfo,
     descendants,
+    episode_workers,
     leftovers,
     still_running,
     wait_until,
@@ -46,7 +47,6 @@ from tests.workers.processes import (
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-WORKER_MODULE = "miles_verifiers._episodes.child"
 TASKSETS = ["mv_arith", "mv_tools"]
 # Tasksets whose rollouts start processes (the tests wait until a worker has some).
 STARTS_PROCESSES = {"mv_tools", "mv_dialogue"}
@@ -58,6 +58,7 @@ SLEEPER = "mv-spawner-sleeper"
 # mv-arith, except that loading its tasks in an episode worker starts a process in a session
 # of its own, which outlives the worker unless something ends it.
 SPAWNER_MODULE = f'''
+import os
 import subprocess
 import sys
 
@@ -67,8 +68,7 @@ from mv_arith import FixtureHarness
 
 class SpawnerTaskset(mv_arith.ArithTaskset):
     def load(self):
-        main = getattr(sys.modules["__main__"], "__spec__", None)
-        if main is not None and main.name == "{WORKER_MODULE}":
+        if "MILES_VERIFIERS_WORKER_PROTOCOL" in os.environ:  # set in episode workers only
             subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(600)", "{SLEEPER}"],
                 start_new_session=True,
@@ -95,7 +95,7 @@ def closing() -> Iterator[list[VerifiersRolloutFn]]:
 
 
 def worker_pids(below: int | None = None) -> list[int]:
-    return [p.pid for p in descendants(below) if WORKER_MODULE in p.cmdline]
+    return episode_workers(below)
 
 
 def kill_one_worker_mid_call(

@@ -1,6 +1,7 @@
 """Episode workers (``MILES_VERIFIERS_EPISODE_WORKERS`` > 1, local processes): the same
-samples as one process, every evaluation task, reuse across calls, and no process left behind
-(orphans included). Lost workers: ``test_episode_worker_kills.py``."""
+samples as one process, every evaluation task, reuse across calls, one pre-imported template
+for the describe step and every worker, and no process left behind (orphans included). Lost
+workers: ``test_episode_worker_kills.py``."""
 
 from __future__ import annotations
 
@@ -24,11 +25,16 @@ from tests.rollout.rollout_support import (
     train_input,
     write_config,
 )
-from tests.workers.processes import descendants, leftovers, wait_until, watch_for_orphans
+from tests.workers.processes import (
+    TEMPLATE_MODULE,
+    descendants,
+    episode_workers,
+    leftovers,
+    wait_until,
+    watch_for_orphans,
+)
 
 pytestmark = pytest.mark.slow
-
-WORKER_MODULE = "miles_verifiers._episodes.child"
 
 
 def workers(count: int = 2, **more: Any) -> AdapterSettings:
@@ -36,7 +42,7 @@ def workers(count: int = 2, **more: Any) -> AdapterSettings:
 
 
 def worker_pids() -> list[int]:
-    return [p.pid for p in descendants() if WORKER_MODULE in p.cmdline]
+    return episode_workers()
 
 
 def deterministic_args(**overrides: Any) -> Any:
@@ -80,6 +86,29 @@ def test_two_workers_train_the_same_samples_as_one_process(
     got = train_fingerprints(fn, miles_loop)
 
     assert got == expected
+
+
+def test_the_describe_step_and_every_worker_are_forked_from_one_template(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    close_after: Any,
+) -> None:
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+
+    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    close_after(fn)
+    after_construction = [p.pid for p in descendants() if TEMPLATE_MODULE in p.cmdline]
+    call(fn, train_input(0), miles_loop)
+    parents = {p.ppid for p in descendants() if p.pid in worker_pids()}
+    fn.close()
+
+    # Construction started the template (for its describe step) and the workers came from it.
+    assert len(after_construction) == 1
+    assert parents == set(after_construction)
+    assert len(worker_pids()) == 0
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
 
 def test_two_workers_evaluate_every_task_in_task_order(
@@ -164,22 +193,23 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
 
 
 def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
-    from miles_verifiers._seam.local import LocalWorker
+    from miles_verifiers._seam.local import LocalWorker, WorkerTemplate
 
-    async def start_then_hang_up() -> int:
-        worker = await LocalWorker.start("orphan-check")
-        assert worker._process.stdin is not None
-        worker._process.stdin.close()
-        return await asyncio_wait(worker._process.wait(), 30)
+    template = WorkerTemplate()
 
-    assert miles_loop.run(start_then_hang_up(), timeout_s=60) == 0
+    async def start_then_hang_up() -> list[int]:
+        worker = await LocalWorker.start("orphan-check", template)
+        workers = episode_workers()
+        worker._pipes.stdin.close()
+        return workers
+
+    try:
+        workers = miles_loop.run(start_then_hang_up(), timeout_s=60)
+        assert wait_until(lambda: not episode_workers(), timeout_s=30), episode_workers()
+    finally:
+        template.close()
+    assert len(workers) == 1
     assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
-
-
-async def asyncio_wait(awaitable: Any, timeout_s: float) -> Any:
-    import asyncio
-
-    return await asyncio.wait_for(awaitable, timeout_s)
 
 
 def test_two_ray_workers_train_the_same_samples_as_one_process(

@@ -55,6 +55,18 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
     return [p for p in found if p.state != "Z"]
 
 
+# Local episode workers are forked by a template process, so they share its command line.
+TEMPLATE_MODULE = "miles_verifiers._episodes.template"
+
+
+def episode_workers(root: int | None = None) -> list[int]:
+    """The pids of the local episode workers below ``root``: the template's children that
+    still run its code (what a worker starts runs a program of its own)."""
+    below = descendants(root)
+    templates = {p.pid for p in below if TEMPLATE_MODULE in p.cmdline}
+    return [p.pid for p in below if p.ppid in templates and TEMPLATE_MODULE in p.cmdline]
+
+
 MARKER_VARIABLE = "MILES_VERIFIERS_TEST_ORPHAN_MARKER"
 _PR_SET_CHILD_SUBREAPER = 36
 

@@ -1,17 +1,25 @@
-"""The local backend's process handling: a request times out even when the worker stops
-reading its pipe, a worker ends cleanly on SIGTERM, and stopping one ends its whole process
-group without blocking the event loop."""
+"""The local backend's process handling: workers are forked from one template, which is started
+again when it has died; a request times out even when the worker stops reading its pipe, a
+worker ends cleanly on SIGTERM, and stopping one ends its whole process group without blocking
+the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from typing import Any
 
 from miles_verifiers._seam.link import WorkerLostError
-from miles_verifiers._seam.local import LocalWorker
-from tests.workers.processes import ProcessInfo, descendants, still_running, wait_until
+from miles_verifiers._seam.local import TEMPLATE_MODULE, LocalWorker, WorkerPipes, WorkerTemplate
+from tests.workers.processes import (
+    ProcessInfo,
+    descendants,
+    leftovers,
+    still_running,
+    wait_until,
+)
 
 # Bounds each scenario (a hang fails the test instead of stalling the suite).
 SCENARIO_BOUND_S = 60.0
@@ -42,9 +50,13 @@ async def stubborn_worker(grace_s: float) -> LocalWorker:
         stdout=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
-    assert process.stdout is not None
     assert await process.stdout.readline() == b"ready\n"
-    return LocalWorker(process, "stubborn", terminate_grace_s=grace_s)
+    return LocalWorker(pipes_of(process), "stubborn", terminate_grace_s=grace_s)
+
+
+def pipes_of(process: asyncio.subprocess.Process) -> WorkerPipes:
+    assert process.stdin is not None and process.stdout is not None
+    return WorkerPipes(process.pid, process.stdin, process.stdout)
 
 
 def stubborn_processes() -> list[ProcessInfo]:
@@ -67,7 +79,7 @@ def test_a_request_times_out_when_the_worker_stops_reading_its_pipe() -> None:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
-        worker = LocalWorker(process, "deaf")
+        worker = LocalWorker(pipes_of(process), "deaf")
         try:
             # Far more than the pipe and the transport's buffer hold: the write cannot finish.
             await worker.request(1, b"x" * (16 * 2**20), timeout_s=0.5)
@@ -111,10 +123,70 @@ def test_stopping_a_worker_leaves_its_event_loop_free_meanwhile() -> None:
 
 
 def test_a_worker_ends_cleanly_on_sigterm() -> None:
+    # The worker's own code, in a child of this process so that its exit code can be read.
     async def scenario() -> int:
-        worker = await LocalWorker.start("signalled")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            "from miles_verifiers._episodes.child import main; main()",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        worker = LocalWorker(pipes_of(process), "signalled")
         await worker.request(1, b"{}", timeout_s=30)  # refused, but answered: it is serving
-        worker._process.send_signal(signal.SIGTERM)
-        return await worker._process.wait()
+        process.send_signal(signal.SIGTERM)
+        return await process.wait()
 
     assert run(scenario()) == 0
+
+
+def test_workers_are_forked_from_one_template_that_close_ends() -> None:
+    template = WorkerTemplate()
+
+    async def scenario() -> list[int]:
+        workers = [await LocalWorker.start(name, template) for name in ("a", "b")]
+        for worker in workers:
+            await worker.request(1, b"{}", timeout_s=30)  # refused, but answered: serving
+        parents = [_parent(worker.pid) for worker in workers]
+        for worker in workers:
+            await worker.stop()
+        return parents
+
+    try:
+        parents = run(scenario())
+        (template_pid,) = set(parents)
+        assert TEMPLATE_MODULE in _cmdline(template_pid)
+    finally:
+        template.close()
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
+
+
+def test_a_template_that_died_is_started_again_for_the_next_worker() -> None:
+    template = WorkerTemplate()
+
+    async def start_one(name: str) -> int:
+        worker = await LocalWorker.start(name, template)
+        await worker.request(1, b"{}", timeout_s=30)
+        parent = _parent(worker.pid)
+        await worker.stop()
+        return parent
+
+    try:
+        first = run(start_one("before"))
+        os.kill(first, signal.SIGKILL)
+        second = run(start_one("after"))
+    finally:
+        template.close()
+
+    assert second != first
+    assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return int(stat.read().rsplit(b")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        return cmdline.read().replace(b"\0", b" ").decode()
