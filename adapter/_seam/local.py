@@ -155,6 +155,44 @@ class WorkerTemplate:
         return process.returncode
 
 
+class _ForkHandoff:
+    """A fork made on a thread for a waiter that may give up: whichever of the two comes
+    second ends the forked worker instead of leaving it running unowned."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._forked: tuple[int, int, int] | None = None
+        self._abandoned = False
+
+    def deliver(self, forked: tuple[int, int, int]) -> None:
+        with self._lock:
+            if not self._abandoned:
+                self._forked = forked
+                return
+        _end_fork(forked)
+
+    def take(self) -> tuple[int, int, int]:
+        with self._lock:
+            forked, self._forked = self._forked, None
+        assert forked is not None
+        return forked
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            forked, self._forked = self._forked, None
+        if forked is not None:
+            _end_fork(forked)
+
+
+def _end_fork(forked: tuple[int, int, int]) -> None:
+    pid, stdin_fd, stdout_fd = forked
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    os.close(stdin_fd)
+    os.close(stdout_fd)
+
+
 @dataclass(frozen=True)
 class WorkerPipes:
     """A worker's pid and its pipes on the event loop that reads them."""
@@ -194,7 +232,15 @@ class LocalWorker:
         env = dict(os.environ)
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
         token = env[procs.TOKEN_VARIABLE] = uuid.uuid4().hex
-        pid, stdin_fd, stdout_fd = await asyncio.to_thread(template.fork, env)
+        handoff = _ForkHandoff()
+        try:
+            await asyncio.to_thread(lambda: handoff.deliver(template.fork(env)))
+        except BaseException:
+            # Given up (the start timed out, the call or the loop ended) or failed: a fork still
+            # under way must not leave an unowned worker behind.
+            handoff.abandon()
+            raise
+        pid, stdin_fd, stdout_fd = handoff.take()
         loop = asyncio.get_running_loop()
         try:
             reader = asyncio.StreamReader(limit=2**20, loop=loop)

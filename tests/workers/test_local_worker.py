@@ -6,6 +6,7 @@ the event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from miles_verifiers._seam.local import TEMPLATE_MODULE, LocalWorker, WorkerPipe
 from tests.workers.processes import (
     ProcessInfo,
     descendants,
+    episode_workers,
     leftovers,
     still_running,
     wait_until,
@@ -41,7 +43,7 @@ def run(scenario: Any) -> Any:
     return asyncio.run(bounded())
 
 
-async def stubborn_worker(grace_s: float) -> LocalWorker:
+async def stubborn_worker(grace_s: float) -> tuple[LocalWorker, asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -51,7 +53,7 @@ async def stubborn_worker(grace_s: float) -> LocalWorker:
         start_new_session=True,
     )
     assert await process.stdout.readline() == b"ready\n"
-    return LocalWorker(pipes_of(process), "stubborn", terminate_grace_s=grace_s)
+    return LocalWorker(pipes_of(process), "stubborn", terminate_grace_s=grace_s), process
 
 
 def pipes_of(process: asyncio.subprocess.Process) -> WorkerPipes:
@@ -95,10 +97,11 @@ def test_a_request_times_out_when_the_worker_stops_reading_its_pipe() -> None:
 
 def test_stopping_a_worker_that_ignores_sigterm_kills_its_process_group() -> None:
     async def scenario() -> list[ProcessInfo]:
-        worker = await stubborn_worker(grace_s=0.5)
+        worker, process = await stubborn_worker(grace_s=0.5)
         seen = stubborn_processes()
         assert len(seen) == 2
         await asyncio.to_thread(worker.kill)
+        await process.wait()  # reaped on its own loop, before that loop closes
         return seen
 
     seen = run(scenario())
@@ -108,12 +111,13 @@ def test_stopping_a_worker_that_ignores_sigterm_kills_its_process_group() -> Non
 
 def test_stopping_a_worker_leaves_its_event_loop_free_meanwhile() -> None:
     async def scenario() -> tuple[bool, list[ProcessInfo]]:
-        worker = await stubborn_worker(grace_s=2.0)
+        worker, process = await stubborn_worker(grace_s=2.0)
         seen = stubborn_processes()
         stopping = asyncio.ensure_future(worker.stop())
         await asyncio.sleep(0.2)  # the loop runs this while the worker has its grace
         free_meanwhile = not stopping.done()
         await stopping
+        await process.wait()
         return free_meanwhile, seen
 
     free_meanwhile, seen = run(scenario())
@@ -190,3 +194,19 @@ def _parent(pid: int) -> int:
 def _cmdline(pid: int) -> str:
     with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
         return cmdline.read().replace(b"\0", b" ").decode()
+
+
+def test_a_worker_start_given_up_while_the_template_loads_leaves_no_worker() -> None:
+    template = WorkerTemplate()
+
+    async def scenario() -> None:
+        # Far shorter than the template's imports: the fork is answered after the give-up.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(LocalWorker.start("late", template), 0.1)
+
+    try:
+        run(scenario())  # returns once the fork under way has been answered
+        assert [p for p in descendants() if TEMPLATE_MODULE in p.cmdline]  # forks were served
+        assert wait_until(lambda: not episode_workers(), timeout_s=10), episode_workers()
+    finally:
+        template.close()
