@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from miles_verifiers._errors import SetupError
+from miles_verifiers._seam import procs
 from miles_verifiers._seam.link import WorkerLostError
 from miles_verifiers._seam.local import LocalWorker, WorkerTemplate
 from miles_verifiers._seam.pool import PoolLimits, WorkerPool
@@ -33,6 +34,8 @@ from miles_verifiers._seam.protocol import (
 ANSWER_SLACK_S = 5.0
 # Loading a taskset and a tokenizer in a fresh interpreter; far more means something hangs.
 DESCRIBE_TIMEOUT_S = 300.0
+# From the describe step's last output to its exit (it only flushes and exits).
+DESCRIBE_EXIT_S = 5.0
 PYTHON_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_PYTHON"
 
 
@@ -93,11 +96,14 @@ def describe_elsewhere(
 
 
 def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tuple[bytes, str]:
-    """The describe step's whole output, and how it ended; bounded by DESCRIBE_TIMEOUT_S."""
+    """The describe step's whole output, and how it ended; bounded by DESCRIBE_TIMEOUT_S. The
+    process is gone when this returns: construction leaves only the template running."""
     try:
         pid, stdin, stdout = template.fork(dict(os.environ), entry="describe", stderr=stderr)
     except WorkerLostError as error:
         return b"", f"could not start ({error})"
+    seen = procs.stat_of(pid)
+    ref = procs.ProcessRef(pid, seen.start) if seen else None
     deadline = time.monotonic() + DESCRIBE_TIMEOUT_S
     chunks: list[bytes] = []
     try:
@@ -108,12 +114,16 @@ def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tupl
                 continue
             chunk = os.read(stdout, 1 << 16)
             if not chunk:
+                # Its output closes just before it exits: give it a moment, then make sure.
+                exit_by = time.monotonic() + DESCRIBE_EXIT_S
+                while ref is not None and procs.alive(ref) and time.monotonic() < exit_by:
+                    time.sleep(0.01)
                 return b"".join(chunks), "ended"
             chunks.append(chunk)
     finally:
         os.close(stdout)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        if ref is not None:
+            procs.send([ref], signal.SIGKILL)
     raise EpisodeSideError(
         f"the episode side ({template.python}) did not describe the taskset within "
         f"{DESCRIBE_TIMEOUT_S:.0f} s. Fix: check that its taskset loads offline."
