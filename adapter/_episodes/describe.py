@@ -4,8 +4,8 @@ Construction checks what only a loaded taskset can tell (the config is valid, th
 and is not empty, its prompts are text, whether it scores groups, the tokenizer loads) on the
 side that runs the episodes, so the trainer side never imports Verifiers or Renderers when the
 episodes run elsewhere. In-process, :func:`describe_loaded` describes the taskset the rollout
-function loaded itself; for workers, ``python -m miles_verifiers._episodes.describe`` (started
-with the workers' interpreter) answers one :class:`DescribeRequest` read from stdin.
+function loaded itself; for workers, :func:`main`, in a process the workers' template forks
+(:mod:`miles_verifiers._episodes.template`), answers one :class:`DescribeRequest` read from stdin.
 """
 
 from __future__ import annotations
@@ -90,7 +90,3 @@ def main() -> None:
     reply = asyncio.run(WorkerHandler().handle_frame(sys.stdin.buffer.read()))
     with os.fdopen(out, "wb") as stream:
         stream.write(reply)
-
-
-if __name__ == "__main__":
-    main()

@@ -5,9 +5,10 @@ Verifiers' imports cost seconds of CPU per interpreter; a worker forked from thi
 a replacement for a lost one, starts without paying them again, and the workers share those
 pages. The trainer starts it as ``python -m miles_verifiers._episodes.template`` with the
 workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin. Each
-message on the socket is a worker's environment (JSON) with two descriptors attached, the
-worker's ends of its stdin and stdout pipes; the template forks, answers the child's pid, and
-the child becomes a worker as ``python -m miles_verifiers._episodes.child`` does.
+message on the socket names an entry (a worker, or the one-shot describe step) and its
+environment (JSON), with the child's stdin and stdout (and optionally stderr) attached as
+descriptors; the template forks, answers the child's pid, and the child runs the entry's
+``main()`` with those as its standard streams.
 
 Fork safety: only library modules are imported here, no taskset code runs and no thread or
 event loop is started, so the child starts from a single-threaded copy. The template exits
@@ -27,22 +28,15 @@ import sys
 import traceback
 from typing import Any
 
-# Imported before the first fork (what every worker imports, and the bulk of its start-up
-# cost); a module that an installed generation lacks or cannot import is left to the worker,
-# which reports it.
-PRELOADED = (
-    "verifiers",
-    "verifiers.v1",
-    "renderers",
-    "transformers",
-    "miles_verifiers._episodes.child",
-    "miles_verifiers._episodes.describe",
-)
 # What a fork runs: the module whose main() it calls.
 ENTRIES = {
     "worker": "miles_verifiers._episodes.child",
     "describe": "miles_verifiers._episodes.describe",
 }
+# Imported before the first fork (what every worker imports, and the bulk of its start-up
+# cost); a module that an installed generation lacks or cannot import is left to the worker,
+# which reports it.
+PRELOADED = ("verifiers", "verifiers.v1", "renderers", "transformers", *ENTRIES.values())
 # An entry and its environment, as one datagram.
 MAX_MESSAGE = 1 << 20
 

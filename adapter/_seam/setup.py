@@ -1,7 +1,7 @@
 """The trainer side of the seam: ask the episode side to describe the taskset, build the pool.
 
-Neither function imports Verifiers or Renderers: the description comes from a process started
-with the workers' interpreter, and the pool only exchanges protocol messages.
+Neither function imports Verifiers or Renderers: the description comes from a process forked by the
+workers' template (started with the workers' interpreter), and the pool only exchanges protocol messages.
 """
 
 from __future__ import annotations
