@@ -35,11 +35,12 @@ def test_overlapping_train_and_eval_calls_keep_their_own_samples(
         latency=LatencyModel(decode_s_per_token=0.004),
         faults=FaultPlan(completion_order="reversed"),
     )
-    config = write_config(workdir, taskset, taskset={"num_tasks": 4})
+    # Two tasks are enough for both points, and on mv-tools every rollout starts a tool server.
+    config = write_config(workdir, taskset, taskset={"num_tasks": 2})
     prompts = [str(d.prompt) for d in load_task_data(config)]
     args = miles_args(
         rollout_batch_size=1,
-        over_sampling_batch_size=3,
+        over_sampling_batch_size=2,
         n_samples_per_prompt=2,
         n_samples_per_eval_prompt=2,
         eval_interval=1,
