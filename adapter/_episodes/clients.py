@@ -297,7 +297,9 @@ def growing_pool_class() -> type:
 
 def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
     def factory() -> Any:
-        from renderers.base import create_renderer, load_tokenizer
+        from renderers.base import create_renderer
+
+        from miles_verifiers._episodes.preloaded import load_tokenizer
 
         tokenizer = load_tokenizer(spec.tokenizer_source)
         if spec.identity is not None:

@@ -116,9 +116,9 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
     import json
 
     from renderers import create_renderer
-    from renderers.base import load_tokenizer
 
     from miles_verifiers._episodes.clients import IDENTITY_FLAGS
+    from miles_verifiers._episodes.preloaded import load_tokenizer
     from miles_verifiers._trainer.engine_settings import RendererSetupError
 
     try:

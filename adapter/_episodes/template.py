@@ -4,20 +4,24 @@ local episode worker on request.
 Verifiers' imports cost seconds of CPU per interpreter; a worker forked from this process, or
 a replacement for a lost one, starts without paying them again, and the workers share those
 pages. The trainer starts it as ``python -m miles_verifiers._episodes.template`` with the
-workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin. Each
+workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin; with
+``--tokenizer SOURCE --copies N`` it also loads that tokenizer N times, for the children to
+take (see :mod:`miles_verifiers._episodes.preloaded`). Each
 message on the socket names an entry (a worker, or the one-shot describe step) and its
 environment (JSON), with the child's stdin and stdout (and optionally stderr) attached as
 descriptors; the template forks, answers the child's pid, and the child runs the entry's
 ``main()`` with those as its standard streams.
 
-Fork safety: only library modules are imported here, no taskset code runs and no thread or
-event loop is started, so the child starts from a single-threaded copy. The template exits
+Fork safety: only library modules are imported here (and tokenizers loaded, which start no
+thread), no taskset code runs and no thread or event loop is started, so the child starts
+from a single-threaded copy. The template exits
 when the socket closes (the trainer closed the pool, exited or was killed). The kernel reaps
 its children (SIGCHLD is ignored here, and restored in each child).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import json
@@ -102,7 +106,15 @@ def serve(channel: socket.socket) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser.add_argument("--tokenizer", help="a tokenizer source to load before forking")
+    parser.add_argument("--copies", type=int, default=1)
+    options = parser.parse_args()
     preload()
+    if options.tokenizer:
+        from miles_verifiers._episodes.preloaded import preload as preload_tokenizer
+
+        preload_tokenizer(options.tokenizer, options.copies)
     serve(socket.socket(fileno=0))
 
 

@@ -56,6 +56,13 @@ class WorkerTemplate:
         self._process: subprocess.Popen[bytes] | None = None
         self._channel: socket.socket | None = None
         self._closed = False
+        self._tokenizer_options: list[str] = []
+
+    def preload_tokenizer(self, source: str, copies: int) -> None:
+        """Have the template load ``copies`` tokenizers of ``source`` when it starts, for the
+        processes it forks to take instead of loading their own (a template already running
+        is left as it is)."""
+        self._tokenizer_options = ["--tokenizer", source, "--copies", str(copies)]
 
     def fork(
         self, environ: dict[str, str], *, entry: str = "worker", stderr: int | None = None
@@ -124,7 +131,7 @@ class WorkerTemplate:
         env = {k: v for k, v in os.environ.items() if k != procs.TOKEN_VARIABLE}
         try:
             self._process = subprocess.Popen(
-                [self.python, "-m", TEMPLATE_MODULE],
+                [self.python, "-m", TEMPLATE_MODULE, *self._tokenizer_options],
                 stdin=theirs.fileno(),
                 stdout=subprocess.DEVNULL,
                 env=env,

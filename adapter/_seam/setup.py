@@ -36,6 +36,9 @@ ANSWER_SLACK_S = 5.0
 DESCRIBE_TIMEOUT_S = 300.0
 # From the describe step's last output to its exit (it only flushes and exits).
 DESCRIBE_EXIT_S = 5.0
+# Tokenizers the template loads for each process it forks: what a worker loads as it starts
+# (its first renderer and the event loop's); a larger pool loads the rest in the background.
+PRELOADED_TOKENIZERS = 2
 PYTHON_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_PYTHON"
 
 
@@ -72,6 +75,9 @@ def describe_elsewhere(
     payload = Request(id=1, body=request).model_dump_json().encode()
     own = template is None
     template = template or WorkerTemplate(python)
+    if request.renderer is not None:
+        copies = min(request.renderer.pool_size, PRELOADED_TOKENIZERS)
+        template.preload_tokenizer(request.renderer.tokenizer_source, copies)
     try:
         with tempfile.TemporaryFile() as errors:
             output, ended = _run_describe(template, payload, errors.fileno())

@@ -5,6 +5,7 @@ workers: ``test_episode_worker_kills.py``."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,30 @@ def test_the_describe_step_and_every_worker_are_forked_from_one_template(
     assert parents == set(after_construction)
     assert len(worker_pids()) == 0
     assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
+
+
+def test_workers_render_with_the_tokenizers_the_template_loaded_at_construction(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    close_after: Any,
+) -> None:
+    from huggingface_hub import snapshot_download
+
+    # A local checkpoint (named as in the HF cache, so its renderer is known) that is gone
+    # once construction is over: a worker that loaded its own tokenizer would fail.
+    checkpoint = tmp_path / "models--Qwen--Qwen3-0.6B" / "local"
+    shutil.copytree(snapshot_download("Qwen/Qwen3-0.6B", local_files_only=True), checkpoint)
+    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    fn = build_rollout_fn(deterministic_args(hf_checkpoint=str(checkpoint)), config, workers(2))
+    close_after(fn)
+    shutil.rmtree(checkpoint)
+
+    samples = flat(call(fn, train_input(0), miles_loop).samples)
+
+    assert len(samples) == 4
+    assert all(s.tokens for s in samples)
 
 
 def test_two_workers_evaluate_every_task_in_task_order(
