@@ -76,7 +76,8 @@ def describe_elsewhere(
     own = template is None
     template = template or WorkerTemplate(python)
     if request.renderer is not None:
-        copies = min(request.renderer.pool_size, PRELOADED_TOKENIZERS)
+        # A template of its own forks the describe step only, which loads one.
+        copies = 1 if own else min(request.renderer.pool_size, PRELOADED_TOKENIZERS)
         template.preload_tokenizer(request.renderer.tokenizer_source, copies)
     try:
         with tempfile.TemporaryFile() as errors:
