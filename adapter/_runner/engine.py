@@ -77,10 +77,12 @@ def require_reachable(address: EngineAddress, timeout_s: float = 10.0) -> None:
     import httpx
 
     from miles_verifiers._transport.proxies import direct_mounts
+    from miles_verifiers._transport.tls import default_tls_context
 
     try:
         # A loopback engine is asked directly, as the transport will (whatever HTTP_PROXY says).
-        with httpx.Client(mounts=direct_mounts([address.base_url])) as client:
+        mounts = direct_mounts([address.base_url])
+        with httpx.Client(mounts=mounts, verify=default_tls_context()) as client:
             client.get(f"{address.base_url}/health", timeout=timeout_s)
     except httpx.HTTPError as error:
         raise EngineUnreachableError(

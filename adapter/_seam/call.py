@@ -163,13 +163,14 @@ class WorkerCallScope:
             await self._abort(self.prefixes)
 
     async def _abort(self, prefixes: Sequence[str]) -> None:
+        from miles_verifiers._transport.tls import default_tls_context
         from miles_verifiers._transport.workers import abort_on_workers
 
         timeout_s = self.limits.abort_s
         try:
             async with asyncio.timeout(timeout_s * 2):
                 urls = await self.transport.list_workers(timeout_s=timeout_s)
-                async with httpx.AsyncClient() as client:
+                async with httpx.AsyncClient(verify=default_tls_context()) as client:
                     report = await abort_on_workers(
                         client, urls, [f"{p}-" for p in prefixes], timeout_s=timeout_s
                     )

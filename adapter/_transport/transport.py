@@ -9,11 +9,9 @@ ledger, in-flight rids, the pooled client).
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import os
-import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -57,6 +55,7 @@ from miles_verifiers._transport.settings import (
     TransportSettings,
     resolve_engine_url,
 )
+from miles_verifiers._transport.tls import default_tls_context
 from miles_verifiers._transport.workers import AbortReport, abort_on_workers, list_workers
 
 __all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
@@ -71,17 +70,6 @@ MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 # Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
 # large enough that a handful of clients cover a whole rollout's concurrency.
 CONNECTIONS_PER_LANE = 16
-
-
-@functools.cache
-def _default_tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context, built once per process.
-
-    Building one loads the CA bundle (~30 ms of CPU). A transport is made per rollout call, so
-    building it per transport cost every call that much; the context is not changed after
-    creation, so every client can share it.
-    """
-    return httpx.create_ssl_context()
 
 
 def _lane_sizes(max_connections: int) -> list[int]:
@@ -314,7 +302,7 @@ class SGLangTransport:
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
             if self._lanes and not self._lanes[0].is_closed:
                 logger.debug("event loop changed; opening new SGLang HTTP clients")
-            tls = _default_tls_context()
+            tls = default_tls_context()
             mounts = self._direct_mounts()
             self._lanes = [
                 httpx.AsyncClient(

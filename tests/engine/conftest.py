@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from miles_verifiers_testkit.loopback_http import client as loopback_client
 from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
 for _name, _value in offline_environ().items():
@@ -88,5 +89,5 @@ def shared_engine(qwen: ModelProfile) -> Iterator[RunningEngine]:
 
 @pytest.fixture
 def client(shared_engine: RunningEngine) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=shared_engine.base_url, timeout=30.0) as http:
+    with loopback_client(shared_engine.base_url, base_url=shared_engine.base_url, timeout=30.0) as http:
         yield http

@@ -13,6 +13,7 @@ import httpx
 
 from miles_verifiers_testkit.engine import RunningEngine
 from miles_verifiers_testkit.engine.schema_gate import load_sglang_api_types
+from miles_verifiers_testkit.loopback_http import client
 
 ServeFactory = Callable[..., AbstractContextManager[RunningEngine]]
 """The ``serve`` fixture: start an engine with the given ``EngineConfig`` fields."""
@@ -100,7 +101,7 @@ def in_background(
     answers: list[httpx.Response] = []
 
     def run() -> None:
-        with httpx.Client(base_url=base_url, timeout=30.0) as http:
+        with client(base_url, base_url=base_url, timeout=30.0) as http:
             answers.append(http.post("/generate", json=body))
 
     thread = threading.Thread(target=run)

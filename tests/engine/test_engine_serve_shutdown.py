@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from miles_verifiers_testkit.loopback_http import client
 from miles_verifiers_testkit.tokenizers import offline_environ
 
 MAX_NEW_TOKENS = 5000
@@ -54,7 +55,8 @@ def _wait_until(check: Callable[[], bool], what: str, timeout: float = 180.0) ->
 
 def _answers(url: str, path: str) -> bool:
     try:
-        return httpx.get(url + path, timeout=2.0).status_code == 200
+        with client(url, timeout=2.0) as http:
+            return http.get(url + path).status_code == 200
     except httpx.HTTPError:
         return False
 

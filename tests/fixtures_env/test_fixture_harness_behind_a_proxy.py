@@ -63,9 +63,8 @@ def dead_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _clients() -> ModelClients:
-    import httpx
 
-    return ModelClients(timeout_s=10, tls=httpx.create_ssl_context)
+    return ModelClients(timeout_s=10)
 
 
 async def test_a_model_client_reaches_a_loopback_endpoint_behind_a_dead_proxy(

@@ -6,7 +6,6 @@ import gc
 import threading
 import warnings
 
-import httpx
 import pytest
 import verifiers.v1 as vf
 
@@ -65,7 +64,7 @@ async def test_the_pool_is_closed_when_the_last_rollout_ends_without_resource_wa
 
 
 def _clients() -> ModelClients:
-    return ModelClients(timeout_s=5.0, tls=httpx.create_ssl_context)
+    return ModelClients(timeout_s=5.0)
 
 
 def test_a_client_given_back_is_reused_by_the_next_rollout_with_its_own_secret():

@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from miles_verifiers_testkit.loopback_http import client
 from miles_verifiers_testkit.tokenizers import offline_environ
 
 pytestmark = pytest.mark.slow
@@ -98,7 +99,8 @@ def _run_to_completion(words: list[str], cwd: Path) -> subprocess.CompletedProce
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/health", timeout=2.0).status_code == 200
+        with client(url, timeout=2.0) as http:
+            return http.get(f"{url}/health").status_code == 200
     except httpx.HTTPError:
         return False
 
