@@ -29,29 +29,43 @@ class ProcessInfo:
     cmdline: str
 
 
-def _read(pid: int) -> ProcessInfo | None:
+def _stat(pid: int) -> tuple[int, str] | None:
+    """The parent pid and state of ``pid``; None once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    fields = stat.rsplit(b")", 1)[1].split()
-    return ProcessInfo(pid, int(fields[1]), fields[0].decode(), cmdline)
+    return int(fields[1]), fields[0].decode()
+
+
+def _read(pid: int) -> ProcessInfo | None:
+    stat = _stat(pid)
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as raw:
+            cmdline = raw.read().replace(b"\0", b" ").decode()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return None if stat is None else ProcessInfo(pid, stat[0], stat[1], cmdline)
 
 
 def descendants(root: int | None = None) -> list[ProcessInfo]:
     """Every live (not zombie) process whose parent chain reaches ``root`` (default: us)."""
     root = os.getpid() if root is None else root
-    table = [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p]
-    children: dict[int, list[ProcessInfo]] = {}
-    for info in table:
-        children.setdefault(info.ppid, []).append(info)
+    # Parents from every process's stat; command lines only for those found (the tests poll
+    # this, and reading every command line was most of its cost).
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := _stat(int(name))) is not None:
+            children.setdefault(stat[0], []).append(int(name))
     found: list[ProcessInfo] = []
     frontier = [root]
     while frontier:
         for child in children.get(frontier.pop(), []):
-            found.append(child)
-            frontier.append(child.pid)
+            info = _read(child)
+            if info is not None:
+                found.append(info)
+            frontier.append(child)
     return [p for p in found if p.state != "Z"]
 
 
