@@ -6,17 +6,16 @@ a replacement for a lost one, starts without paying them again, and the workers 
 pages. The trainer starts it as ``python -m miles_verifiers._episodes.template`` with the
 workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin; with
 ``--tokenizer SOURCE --copies N`` it also loads that tokenizer N times, for the children to
-take (see :mod:`miles_verifiers._episodes.preloaded`). Each
-message on the socket names an entry (a worker, or the one-shot describe step) and its
-environment (JSON), with the child's stdin and stdout (and optionally stderr) attached as
-descriptors; the template forks, answers the child's pid, and the child runs the entry's
-``main()`` with those as its standard streams.
+take (see :mod:`miles_verifiers._episodes.preloaded`). Each message on the socket names an
+entry (a worker, or the one-shot describe step) and its environment (JSON), with the child's
+stdin and stdout (and optionally stderr) attached as descriptors; the template forks, answers
+the child's pid, and the child runs the entry's ``main()`` with those as its standard streams.
 
 Fork safety: only library modules are imported here (and tokenizers loaded, which start no
 thread), no taskset code runs and no thread or event loop is started, so the child starts
-from a single-threaded copy. The template exits
-when the socket closes (the trainer closed the pool, exited or was killed). The kernel reaps
-its children (SIGCHLD is ignored here, and restored in each child).
+from a single-threaded copy. The template exits when the socket closes (the trainer closed
+the pool, exited or was killed). The kernel reaps its children (SIGCHLD is ignored here, and
+restored in each child).
 """
 
 from __future__ import annotations

@@ -59,7 +59,9 @@ def _become_run(request: dict[str, Any], library_path: list[str]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.path[:] = [os.getcwd(), *_pythonpath(request["env"]), *library_path]
-    sys.argv = [os.path.join(os.path.dirname(importlib.import_module("pytest").__file__), "__main__.py")]
+    import pytest
+
+    sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py")]
 
 
 def serve(library_path: list[str]) -> None:

@@ -89,5 +89,6 @@ def shared_engine(qwen: ModelProfile) -> Iterator[RunningEngine]:
 
 @pytest.fixture
 def client(shared_engine: RunningEngine) -> Iterator[httpx.Client]:
-    with loopback_client(shared_engine.base_url, base_url=shared_engine.base_url, timeout=30.0) as http:
+    url = shared_engine.base_url
+    with loopback_client(url, base_url=url, timeout=30.0) as http:
         yield http

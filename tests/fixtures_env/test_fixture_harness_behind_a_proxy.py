@@ -63,7 +63,6 @@ def dead_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _clients() -> ModelClients:
-
     return ModelClients(timeout_s=10)
 
 

@@ -39,14 +39,19 @@ def _stat(pid: int) -> tuple[int, str] | None:
     return int(fields[1]), fields[0].decode()
 
 
-def _read(pid: int) -> ProcessInfo | None:
-    stat = _stat(pid)
+def _cmdline(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as raw:
-            cmdline = raw.read().replace(b"\0", b" ").decode()
+            return raw.read().replace(b"\0", b" ").decode()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return None if stat is None else ProcessInfo(pid, stat[0], stat[1], cmdline)
+
+
+def _read(pid: int) -> ProcessInfo | None:
+    stat, cmdline = _stat(pid), _cmdline(pid)
+    if stat is None or cmdline is None:
+        return None
+    return ProcessInfo(pid, stat[0], stat[1], cmdline)
 
 
 def descendants(root: int | None = None) -> list[ProcessInfo]:
@@ -54,19 +59,20 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
     root = os.getpid() if root is None else root
     # Parents from every process's stat; command lines only for those found (the tests poll
     # this, and reading every command line was most of its cost).
-    children: dict[int, list[int]] = {}
+    children: dict[int, list[tuple[int, str]]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit() and (stat := _stat(int(name))) is not None:
-            children.setdefault(stat[0], []).append(int(name))
+            children.setdefault(stat[0], []).append((int(name), stat[1]))
     found: list[ProcessInfo] = []
     frontier = [root]
     while frontier:
-        for child in children.get(frontier.pop(), []):
-            info = _read(child)
-            if info is not None:
-                found.append(info)
-            frontier.append(child)
-    return [p for p in found if p.state != "Z"]
+        parent = frontier.pop()
+        for pid, state in children.get(parent, []):
+            frontier.append(pid)
+            cmdline = _cmdline(pid)
+            if state != "Z" and cmdline is not None:
+                found.append(ProcessInfo(pid, parent, state, cmdline))
+    return found
 
 
 # Local episode workers are forked by a template process, so they share its command line.
