@@ -18,6 +18,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_SCRIPT = Path(__file__).with_name("pytest_server.py")
+# Bound on the server's answer to a request (its pid), its imports included on the first.
+SERVER_START_S = 300.0
 # Anyio is imported before a forked run starts (see pytest_server.py), so pytest warns that it
 # cannot rewrite the asserts of anyio's plugin: a difference from a fresh interpreter that no
 # test here depends on.
@@ -113,14 +115,24 @@ class PytestServer:
             line = json.dumps(request | {"output": output.name}) + "\n"
             self._process.stdin.write(line.encode())
             self._process.stdin.flush()
-            deadline = time.monotonic() + timeout_s
-            pid = self._reply(deadline, "pid")
+            # The run's time starts at its fork: the first one waits for the server's imports.
             try:
-                returncode = self._reply(deadline, "returncode")
+                pid = self._reply(time.monotonic() + SERVER_START_S, "pid")
+            except subprocess.TimeoutExpired:
+                self.close()  # its replies would be out of step with the next request
+                raise RuntimeError(
+                    f"the pytest server ({SERVER_SCRIPT.name}) did not fork a run within "
+                    f"{SERVER_START_S:.0f} s"
+                ) from None
+            try:
+                returncode = self._reply(time.monotonic() + timeout_s, "returncode")
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                self._reply(time.monotonic() + 30, "returncode")
+                try:
+                    self._reply(time.monotonic() + 30, "returncode")
+                except subprocess.TimeoutExpired:
+                    self.close()  # as above: out of step
                 raise subprocess.TimeoutExpired(
                     ["pytest", *args], timeout_s, Path(output.name).read_text(errors="replace")
                 ) from None

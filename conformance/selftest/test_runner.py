@@ -58,7 +58,7 @@ def test_a_run_past_its_timeout_is_ended_and_the_next_run_goes_ahead(tmp_path: P
     (tmp_path / "test_slow.py").write_text(SLOW, encoding="utf-8")
 
     with pytest.raises(subprocess.TimeoutExpired):
-        run_pytest(["test_slow.py"], cwd=tmp_path, report_base=tmp_path / "r", timeout_s=5)
+        run_pytest(["test_slow.py"], cwd=tmp_path, report_base=tmp_path / "r", timeout_s=10)
     after = run_pytest(["--co"], cwd=tmp_path, report_base=tmp_path / "r")
 
     assert not Path(f"/proc/{(tmp_path / 'pid').read_text()}").exists()
