@@ -38,6 +38,17 @@ def _signal_state() -> tuple:
     return tuple(state), frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
+def _take_ctrl_c_as_an_interactive_run_does() -> None:
+    """A shell starts a background job (``tox &``) with SIGINT ignored, and every process a
+    test starts inherits that, so the Ctrl-C tests would interrupt nothing and wait out their
+    bounds: the suite handles Ctrl-C as it does in a terminal."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_take_ctrl_c_as_an_interactive_run_does()
 _SESSION_SIGNALS = _signal_state()
 
 
