@@ -20,7 +20,6 @@ def pytest_configure(config: pytest.Config) -> None:
     build_all()
 
 
-
 def _signal_state() -> tuple:
     """SIGINT's and SIGTERM's Python handlers, whether the OS ignores them (C code can set that
     alone; a C library's own handler, as torch installs, is fine), and the blocked signals of
