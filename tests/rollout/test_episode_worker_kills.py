@@ -98,6 +98,13 @@ def worker_pids(below: int | None = None) -> list[int]:
     return episode_workers(below)
 
 
+def samples_per_prompt(taskset: str) -> int:
+    """One sample per prompt where each rollout starts a server (seconds of CPU each), so a
+    worker runs one rollout at a time; two elsewhere, so one worker alone puts two requests
+    in flight."""
+    return 1 if taskset in STARTS_PROCESSES else 2
+
+
 def kill_one_worker_mid_call(
     fn: VerifiersRolloutFn,
     engine: RecordingEngine,
@@ -105,9 +112,10 @@ def kill_one_worker_mid_call(
     taskset: str,
     how: signal.Signals,
 ) -> tuple[int, list[ProcessInfo], dict[str, Any]]:
-    """Start a slow training call; once both workers run episodes (and, on a taskset that
-    starts processes, one of them has started some) send ``how`` to that one. Returns its
-    pid, what it had started and what the call returned or raised."""
+    """Start a slow training call; once a worker is mid-group send ``how`` to it: on a
+    taskset that starts processes, the first worker with some running; elsewhere, the first
+    worker once two requests are in flight (the call hands its two groups to the two workers
+    together). Returns its pid, what it had started and what the call returned or raised."""
     engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     result: dict[str, Any] = {}
 
@@ -119,9 +127,12 @@ def kill_one_worker_mid_call(
 
     def pick_victim() -> bool:
         workers = sorted(worker_pids())
-        if len(workers) < 2 or engine.in_flight < 2:
+        if len(workers) < 2:
             return False
-        ready = [w for w in workers if taskset not in STARTS_PROCESSES or descendants(w)]
+        if taskset in STARTS_PROCESSES:
+            ready = [w for w in workers if descendants(w)]
+        else:
+            ready = workers if engine.in_flight >= 2 else []
         victims[:] = ready[:1]
         return bool(victims)
 
@@ -161,7 +172,10 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
 ) -> None:
     config = write_config(tmp_path, taskset, taskset={"num_tasks": 8})
     # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
-    args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    samples = samples_per_prompt(taskset)
+    args = miles_args(
+        rollout_batch_size=2, over_sampling_batch_size=2, n_samples_per_prompt=samples
+    )
     # A hung (stopped) worker is found out at the episode deadline plus its wind-down.
     deadline = {"episode_timeout_s": 20} if how == signal.SIGSTOP else {}
     quick = AdapterSettings(episode_workers=2, cleanup_grace_s=1, abort_timeout_s=1, **deadline)
@@ -172,7 +186,7 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
 
     assert "output" in result, f"the call raised: {result.get('error')!r}"
     output = result["output"]
-    assert [len(g) for g in output.samples] == [2, 2]
+    assert [len(g) for g in output.samples] == [samples, samples]
     assert all(s.status.value == "completed" for g in output.samples for s in g)
     assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
     assert output.metrics["verifiers/groups_replaced"] >= 1
@@ -220,7 +234,9 @@ def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
 ) -> None:
     (tmp_path / "mv_spawner.py").write_text(SPAWNER_MODULE, encoding="utf-8")
     # Workers (and the describe step) import only from their own environment: PYTHONPATH.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     config = write_config(tmp_path, "mv_arith", taskset={"id": "mv-spawner", "num_tasks": 4})
     fn = build_rollout_fn(miles_args(), config, AdapterSettings(episode_workers=2))
@@ -247,18 +263,22 @@ def test_a_killed_trainer_leaves_no_worker_and_nothing_they_started(
     config = write_config(tmp_path, taskset, taskset={"num_tasks": 8})
     engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     trainer = subprocess.Popen(
-        [sys.executable, "-m", "tests.rollout.trainer_process", str(config), str(engine_port)],
+        [
+            *(sys.executable, "-m", "tests.rollout.trainer_process"),
+            *(str(config), str(engine_port), str(samples_per_prompt(taskset))),
+        ],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
     )
 
     def mid_call() -> bool:
+        assert trainer.poll() is None, f"the trainer exited early, with {trainer.returncode}"
         workers = worker_pids(trainer.pid)
-        return (
-            len(workers) == 2
-            and engine.in_flight >= 2
-            and (taskset not in STARTS_PROCESSES or any(map(descendants, workers)))
-        )
+        if len(workers) < 2:
+            return False
+        if taskset in STARTS_PROCESSES:
+            return any(map(descendants, workers))
+        return engine.in_flight >= 2
 
     try:
         assert wait_until(mid_call, timeout_s=CALL_DEADLINE_S)

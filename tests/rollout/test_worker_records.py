@@ -62,7 +62,9 @@ def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, taskset, taskset={"num_tasks": 2})
-    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
+    # Each trace is checked alone: one per group (mv-tools and mv-dialogue start a process per
+    # rollout, seconds of CPU each).
+    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=1), config)
     runs, prefix_cache = real_groups(fn, miles_loop, 2)
     traces = [t for r in runs for t in r.traces]
     assert traces and all(t.branches for t in traces)

@@ -1,8 +1,8 @@
-"""A trainer for kill tests: ``python -m tests.rollout.trainer_process CONFIG PORT``.
+"""A trainer for kill tests: ``python -m tests.rollout.trainer_process CONFIG PORT SAMPLES``.
 
 Builds the rollout function on two local episode workers against the loopback engine on
-``PORT`` (as the ``build_rollout_fn`` fixture does) and runs training calls, one after the
-other, until it is killed (or has run out of rollouts).
+``PORT`` (as the ``build_rollout_fn`` fixture does) and runs training calls of ``SAMPLES``
+samples per prompt, one after the other, until it is killed (or has run out of rollouts).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from tests.rollout.rollout_support import call, miles_args, point_at, train_inpu
 ROLLOUTS = 100  # far more than a test waits for
 
 
-def main(config: str, port: int) -> None:
+def main(config: str, port: int, samples: int) -> None:
     os.environ["VERIFIERS_CONFIG"] = config
-    args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
+    args = miles_args(
+        rollout_batch_size=2, over_sampling_batch_size=2, n_samples_per_prompt=samples
+    )
     settings = AdapterSettings(episode_workers=2)
     fn = construct_rollout_fn(VerifiersRolloutFn, contract(), args, settings=settings)
     point_at(args, port)
@@ -30,4 +32,4 @@ def main(config: str, port: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
