@@ -20,7 +20,9 @@ from tests.runner.runner_support import run_command
 
 pytestmark = pytest.mark.slow
 
-ROUNDS, BATCH, N = 3, 2, 2
+# Two groups of one sample: rollout ids run across groups, and each rollout starts a user
+# simulator (seconds of CPU).
+ROUNDS, BATCH, N = 3, 2, 1
 
 
 def dialogue_config(directory: Path) -> Path:
