@@ -8,8 +8,20 @@ import time. Every test then loads ``Qwen/Qwen3-0.6B`` and friends by hub id, of
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 
 import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int, int]:
+    """``-n auto`` starts one worker more than pytest-xdist counts cores: much of the suite
+    waits (on the processes it starts, engine latency, deadlines), and a third worker on 2
+    cores fills those waits. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is taken as given."""
+    cores = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return cores
+    return cores + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
