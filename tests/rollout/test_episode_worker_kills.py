@@ -105,6 +105,17 @@ def samples_per_prompt(taskset: str) -> int:
     return 1 if taskset in STARTS_PROCESSES else 2
 
 
+def mid_group(workers: list[int], taskset: str, engine: RecordingEngine) -> list[int]:
+    """Of both started workers, those known to hold a group: on a taskset that starts
+    processes, those with some running; elsewhere both, once two requests are in flight (a call
+    hands its two groups to the two workers together). None while fewer than two run."""
+    if len(workers) < 2:
+        return []
+    if taskset in STARTS_PROCESSES:
+        return [w for w in workers if descendants(w)]
+    return workers if engine.in_flight >= 2 else []
+
+
 def kill_one_worker_mid_call(
     fn: VerifiersRolloutFn,
     engine: RecordingEngine,
@@ -112,10 +123,9 @@ def kill_one_worker_mid_call(
     taskset: str,
     how: signal.Signals,
 ) -> tuple[int, list[ProcessInfo], dict[str, Any]]:
-    """Start a slow training call; once a worker is mid-group send ``how`` to it: on a
-    taskset that starts processes, the first worker with some running; elsewhere, the first
-    worker once two requests are in flight (the call hands its two groups to the two workers
-    together). Returns its pid, what it had started and what the call returned or raised."""
+    """Start a slow training call; once a worker is mid-group (:func:`mid_group`) send
+    ``how`` to the first such. Returns its pid, what it had started and what the call
+    returned or raised."""
     engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     result: dict[str, Any] = {}
 
@@ -126,14 +136,7 @@ def kill_one_worker_mid_call(
             result["error"] = error
 
     def pick_victim() -> bool:
-        workers = sorted(worker_pids())
-        if len(workers) < 2:
-            return False
-        if taskset in STARTS_PROCESSES:
-            ready = [w for w in workers if descendants(w)]
-        else:
-            ready = workers if engine.in_flight >= 2 else []
-        victims[:] = ready[:1]
+        victims[:] = mid_group(sorted(worker_pids()), taskset, engine)[:1]
         return bool(victims)
 
     victims: list[int] = []
@@ -273,12 +276,7 @@ def test_a_killed_trainer_leaves_no_worker_and_nothing_they_started(
 
     def mid_call() -> bool:
         assert trainer.poll() is None, f"the trainer exited early, with {trainer.returncode}"
-        workers = worker_pids(trainer.pid)
-        if len(workers) < 2:
-            return False
-        if taskset in STARTS_PROCESSES:
-            return any(map(descendants, workers))
-        return engine.in_flight >= 2
+        return bool(mid_group(worker_pids(trainer.pid), taskset, engine))
 
     try:
         assert wait_until(mid_call, timeout_s=CALL_DEADLINE_S)
