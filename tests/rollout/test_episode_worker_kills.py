@@ -13,6 +13,7 @@ spawner test below covers a process that a taskset starts by other means."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,7 @@ GONE_WITHIN_S = 60.0
 # Episodes that start processes are slow on a loaded machine: a generous deadline per call.
 CALL_DEADLINE_S = 300.0
 SLEEPER = "mv-spawner-sleeper"
+WORKER_OF_RID = re.compile(r"_w(\d+)g\d+-")
 # mv-arith, except that loading its tasks in an episode worker starts a process in a session
 # of its own, which outlives the worker unless something ends it.
 SPAWNER_MODULE = f'''
@@ -107,13 +109,16 @@ def samples_per_prompt(taskset: str) -> int:
 
 def mid_group(workers: list[int], taskset: str, engine: RecordingEngine) -> list[int]:
     """Of both started workers, those known to hold a group: on a taskset that starts
-    processes, those with some running; elsewhere both, once two requests are in flight (a call
-    hands its two groups to the two workers together). None while fewer than two run."""
+    processes, those with some running; elsewhere both, once requests of both workers are in
+    flight (a request's rid names its worker's slot: ``<call>_w<slot>g<generation>-<n>``; two
+    requests in flight are not enough, as one worker's group of two makes them while the other
+    may still be loading its taskset). None while fewer than two run."""
     if len(workers) < 2:
         return []
     if taskset in STARTS_PROCESSES:
         return [w for w in workers if descendants(w)]
-    return workers if engine.in_flight >= 2 else []
+    busy = {match[1] for rid in engine.in_flight_rids() if (match := WORKER_OF_RID.search(rid))}
+    return workers if len(busy) >= 2 else []
 
 
 def kill_one_worker_mid_call(
