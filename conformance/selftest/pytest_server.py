@@ -1,7 +1,8 @@
 """A process that has imported what the suite's runs import, and forks one child per run.
 
 The selftests run the suite dozens of times; as fresh interpreters each run spent most of its
-CPU importing the same libraries (the OpenAI client, Verifiers, Renderers, transformers). Run
+CPU importing the same libraries (the OpenAI client, Verifiers, Renderers, transformers) and
+loading the same tokenizer, which this process does once for all of them. Run
 as ``python -P pytest_server.py`` (by path: importing the suite's package here would import a
 pytest plugin before pytest can rewrite its asserts), this reads one JSON
 request per line on stdin (``args``, ``cwd``, ``env``, ``output``), forks, answers the child's
@@ -39,6 +40,26 @@ PRELOADED = (
     "miles_verifiers",
     "miles_verifiers_testkit",
 )
+
+
+# Copies of the fixture model's tokenizer for the reference adapter's renderer pools (two
+# renderers by default) to take instead of loading their own.
+POOL_TOKENIZERS = 2
+
+
+def preload_tokenizers() -> None:
+    """The fixture model's tokenizer, loaded here once (about a second of CPU per load) for
+    every forked run to inherit: the loopback engine's (it memoises its load) and copies that
+    the reference adapter's renderer pools take (see ``miles_verifiers._episodes.preloaded``,
+    as in its worker template). Another adapter, or a run on another model, loads its own."""
+    from miles_verifiers_testkit.engine import load_tokenizer
+    from miles_verifiers_testkit.miles.args import MODEL
+
+    load_tokenizer(MODEL)
+    with contextlib.suppress(ImportError):
+        from miles_verifiers._episodes.preloaded import preload
+
+        preload(MODEL, POOL_TOKENIZERS)
 
 
 def _pythonpath(environ: dict[str, str]) -> list[str]:
@@ -89,6 +110,8 @@ def main() -> None:
     for name in PRELOADED:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    with contextlib.suppress(Exception):  # a run that needs a tokenizer loads it and reports
+        preload_tokenizers()
     serve(library_path)
 
 
