@@ -96,10 +96,6 @@ def closing() -> Iterator[list[VerifiersRolloutFn]]:
         fn.close()
 
 
-def worker_pids(below: int | None = None) -> list[int]:
-    return episode_workers(below)
-
-
 def samples_per_prompt(taskset: str) -> int:
     """One sample per prompt where each rollout starts a server (seconds of CPU each), so a
     worker runs one rollout at a time; two elsewhere, so one worker alone puts two requests
@@ -107,16 +103,19 @@ def samples_per_prompt(taskset: str) -> int:
     return 1 if taskset in STARTS_PROCESSES else 2
 
 
-def mid_group(workers: list[int], taskset: str, engine: RecordingEngine) -> list[int]:
-    """Of both started workers, those known to hold a group: on a taskset that starts
-    processes, those with some running; elsewhere both, once requests of both workers are in
-    flight (a request's rid names its worker's slot: ``<call>_w<slot>g<generation>-<n>``; two
-    requests in flight are not enough, as one worker's group of two makes them while the other
-    may still be loading its taskset). None while fewer than two run."""
+def mid_group(root: int | None, taskset: str, engine: RecordingEngine) -> list[int]:
+    """Of both started workers below ``root`` (default: this process), those known to hold a
+    group: on a taskset that starts processes, those with some running; elsewhere both, once
+    requests of both workers are in flight (a request's rid names its worker's slot:
+    ``<call>_w<slot>g<generation>-<n>``; two requests in flight are not enough, as one worker's
+    group of two makes them while the other may still be loading its taskset). None while
+    fewer than two run. Polled: /proc is read once per call."""
+    below = descendants(root)
+    workers = sorted(episode_workers(below=below))
     if len(workers) < 2:
         return []
     if taskset in STARTS_PROCESSES:
-        return [w for w in workers if descendants(w)]
+        return [w for w in workers if any(p.ppid == w for p in below)]
     busy = {match[1] for rid in engine.in_flight_rids() if (match := WORKER_OF_RID.search(rid))}
     return workers if len(busy) >= 2 else []
 
@@ -141,7 +140,7 @@ def kill_one_worker_mid_call(
             result["error"] = error
 
     def pick_victim() -> bool:
-        victims[:] = mid_group(sorted(worker_pids()), taskset, engine)[:1]
+        victims[:] = mid_group(None, taskset, engine)[:1]
         return bool(victims)
 
     victims: list[int] = []
@@ -198,7 +197,7 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
     assert all(s.status.value == "completed" for g in output.samples for s in g)
     assert output.metrics["rollout/dynamic_filter/drop_worker_lost"] >= 1
     assert output.metrics["verifiers/groups_replaced"] >= 1
-    assert victim not in worker_pids()
+    assert victim not in episode_workers()
     assert taskset not in STARTS_PROCESSES or started
     assert wait_until(lambda: not still_running(started), GONE_WITHIN_S), still_running(started)
     fn.close()
@@ -250,7 +249,7 @@ def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
     fn = build_rollout_fn(miles_args(), config, AdapterSettings(episode_workers=2))
     closing.append(fn)
     call(fn, train_input(0), miles_loop, CALL_DEADLINE_S)
-    victim = sorted(worker_pids())[0]
+    victim = sorted(episode_workers())[0]
     sleepers = [p for p in descendants(victim) if SLEEPER in p.cmdline]
 
     os.kill(victim, signal.SIGKILL)  # no chance to end what it started
@@ -281,7 +280,7 @@ def test_a_killed_trainer_leaves_no_worker_and_nothing_they_started(
 
     def mid_call() -> bool:
         assert trainer.poll() is None, f"the trainer exited early, with {trainer.returncode}"
-        return bool(mid_group(worker_pids(trainer.pid), taskset, engine))
+        return bool(mid_group(trainer.pid, taskset, engine))
 
     try:
         assert wait_until(mid_call, timeout_s=CALL_DEADLINE_S)

@@ -79,10 +79,11 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
 TEMPLATE_MODULE = "miles_verifiers._episodes.template"
 
 
-def episode_workers(root: int | None = None) -> list[int]:
-    """The pids of the local episode workers below ``root``: the template's children that
-    still run its code (what a worker starts runs a program of its own)."""
-    below = descendants(root)
+def episode_workers(root: int | None = None, below: list[ProcessInfo] | None = None) -> list[int]:
+    """The pids of the local episode workers below ``root`` (or in ``below``, its descendants
+    as already read): the template's children that still run its code (what a worker starts
+    runs a program of its own)."""
+    below = descendants(root) if below is None else below
     templates = {p.pid for p in below if TEMPLATE_MODULE in p.cmdline}
     return [p.pid for p in below if p.ppid in templates and TEMPLATE_MODULE in p.cmdline]
 
@@ -146,5 +147,5 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     while time.monotonic() < deadline:
         if condition():
             return True
-        time.sleep(0.05)
+        time.sleep(0.1)  # the conditions polled here read /proc, milliseconds each
     return condition()
