@@ -56,7 +56,8 @@ GONE_WITHIN_S = 60.0
 # Episodes that start processes are slow on a loaded machine: a generous deadline per call.
 CALL_DEADLINE_S = 300.0
 SLEEPER = "mv-spawner-sleeper"
-WORKER_OF_RID = re.compile(r"_w(\d+)g\d+-")
+WORKER_OF_RID = re.compile(r"_w(\d+)g(\d+)-")
+WORKER_NAME = re.compile(r"episode worker (\d+)\.(\d+) ")
 # mv-arith, except that loading its tasks in an episode worker starts a process in a session
 # of its own, which outlives the worker unless something ends it.
 SPAWNER_MODULE = f'''
@@ -103,21 +104,27 @@ def samples_per_prompt(taskset: str) -> int:
     return 1 if taskset in STARTS_PROCESSES else 2
 
 
-def mid_group(root: int | None, taskset: str, engine: RecordingEngine) -> list[int]:
-    """Of both started workers below ``root`` (default: this process), those known to hold a
-    group: on a taskset that starts processes, those with some running; elsewhere both, once
-    requests of both workers are in flight (a request's rid names its worker's slot:
-    ``<call>_w<slot>g<generation>-<n>``; two requests in flight are not enough, as one worker's
-    group of two makes them while the other may still be loading its taskset). None while
-    fewer than two run. Polled: /proc is read once per call."""
+def with_processes(root: int | None) -> list[int]:
+    """Of the episode workers below ``root`` (default: this process), once two have started,
+    those with processes of their own running. Polled: /proc is read once per call."""
     below = descendants(root)
     workers = sorted(episode_workers(below=below))
     if len(workers) < 2:
         return []
-    if taskset in STARTS_PROCESSES:
-        return [w for w in workers if any(p.ppid == w for p in below)]
-    busy = {match[1] for rid in engine.in_flight_rids() if (match := WORKER_OF_RID.search(rid))}
-    return workers if len(busy) >= 2 else []
+    return [w for w in workers if any(p.ppid == w for p in below)]
+
+
+def holding_requests(fn: VerifiersRolloutFn, engine: RecordingEngine) -> list[int]:
+    """The pids of ``fn``'s workers with requests in flight on the engine: a request's rid
+    names its worker's slot and generation (``<call>_w<slot>g<generation>-<n>``), as the
+    worker's description does (``episode worker <slot>.<generation> (pid <pid>)``)."""
+    busy = {m.groups() for rid in engine.in_flight_rids() if (m := WORKER_OF_RID.search(rid))}
+    links = fn._workers.links if fn._workers is not None else []
+    return [
+        link.pid
+        for link in links
+        if (m := WORKER_NAME.match(link.description)) and m.groups() in busy
+    ]
 
 
 def kill_one_worker_mid_call(
@@ -127,9 +134,11 @@ def kill_one_worker_mid_call(
     taskset: str,
     how: signal.Signals,
 ) -> tuple[int, list[ProcessInfo], dict[str, Any]]:
-    """Start a slow training call; once a worker is mid-group (:func:`mid_group`) send
-    ``how`` to the first such. Returns its pid, what it had started and what the call
-    returned or raised."""
+    """Start a slow training call; once a worker is mid-group send ``how`` to the first such:
+    on a taskset that starts processes, a worker with some running; elsewhere, a worker with
+    requests in flight (not merely a worker given a group: one still loading its taskset, if
+    stopped, is found out only at the setup timeout, past this test's deadline). Returns its
+    pid, what it had started and what the call returned or raised."""
     engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     result: dict[str, Any] = {}
 
@@ -140,7 +149,10 @@ def kill_one_worker_mid_call(
             result["error"] = error
 
     def pick_victim() -> bool:
-        victims[:] = mid_group(None, taskset, engine)[:1]
+        ready = (
+            with_processes(None) if taskset in STARTS_PROCESSES else holding_requests(fn, engine)
+        )
+        victims[:] = ready[:1]
         return bool(victims)
 
     victims: list[int] = []
@@ -280,7 +292,9 @@ def test_a_killed_trainer_leaves_no_worker_and_nothing_they_started(
 
     def mid_call() -> bool:
         assert trainer.poll() is None, f"the trainer exited early, with {trainer.returncode}"
-        return bool(mid_group(trainer.pid, taskset, engine))
+        if taskset in STARTS_PROCESSES:
+            return bool(with_processes(trainer.pid))
+        return len(episode_workers(trainer.pid)) >= 2 and engine.in_flight >= 2
 
     try:
         assert wait_until(mid_call, timeout_s=CALL_DEADLINE_S)
