@@ -42,24 +42,20 @@ PRELOADED = (
 )
 
 
-# Copies of the fixture model's tokenizer for the reference adapter's renderer pools (two
-# renderers by default) to take instead of loading their own.
-POOL_TOKENIZERS = 2
-
-
 def preload_tokenizers() -> None:
     """The fixture model's tokenizer, loaded here once (about a second of CPU per load) for
-    every forked run to inherit: the loopback engine's (it memoises its load) and copies that
-    the reference adapter's renderer pools take (see ``miles_verifiers._episodes.preloaded``,
-    as in its worker template). Another adapter, or a run on another model, loads its own."""
+    every forked run to inherit: the loopback engine's (it memoises its load) and one copy per
+    renderer of the reference adapter's default pool, which its pools take instead of loading
+    their own (see ``miles_verifiers._episodes.preloaded``, as in its worker template).
+    Another adapter, or a run on another model, loads its own."""
     from miles_verifiers_testkit.engine import load_tokenizer
     from miles_verifiers_testkit.miles.args import MODEL
 
     load_tokenizer(MODEL)
-    with contextlib.suppress(ImportError):
-        from miles_verifiers._episodes.preloaded import preload
+    from miles_verifiers import AdapterSettings
+    from miles_verifiers._episodes.preloaded import preload
 
-        preload(MODEL, POOL_TOKENIZERS)
+    preload(MODEL, AdapterSettings.model_fields["renderer_pool_size"].default)
 
 
 def _pythonpath(environ: dict[str, str]) -> list[str]:
