@@ -30,10 +30,13 @@ async def abort_mid_turn(
     """
     running = asyncio.create_task(turn)
     try:
-        for _ in range(500):
+        polls = int(turn_timeout_s / 0.01)
+        for _ in range(polls):
             if in_flight():
                 break
             await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"the engine never held the turn within {turn_timeout_s} s")
         report = await transport.abort()
         try:
             await asyncio.wait_for(running, timeout=turn_timeout_s)
