@@ -71,4 +71,6 @@ def require_taskset(config: Path, wanted: str) -> None:
     something for one Verifiers generation's fixture (a 0.4 port) is not decided elsewhere."""
     found = tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"]
     if found != wanted:
-        pytest.skip(f"a Verifiers 0.4 clause: it runs on {wanted}, and the fixture config here is {found}")
+        pytest.skip(
+            f"a Verifiers 0.4 clause: it runs on {wanted}, and the fixture config here is {found}"
+        )

@@ -120,7 +120,9 @@ def _router_line(summary: CheckSummary) -> str:
 
 def print_report(report: CheckReport, console: Console, *, debug: bool = False) -> None:
     for warning in report.warnings:
-        console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False, soft_wrap=True
+        )
     if not report.ok:
         count = len(report.problems)
         console.print(f"[red]{count} problem{'s' if count != 1 else ''}[/red] would stop the run:")

@@ -279,9 +279,7 @@ async def judge_group(
     if setup.hooks.reward_model is not None:
         await setup.hooks.reward_model.apply(args, converted.samples, evaluation=False)
         check_sibling_rewards(converted, setup.hooks.reward_model.flag)
-    verdict = setup.call_dynamic_filter(
-        setup.hooks.dynamic_filter, args, converted.representatives
-    )
+    verdict = setup.call_dynamic_filter(setup.hooks.dynamic_filter, args, converted.representatives)
     if not verdict.keep:
         return Judged(
             offset, Outcome.DROPPED, verdict.reason or "dynamic_filter", converted, run.traces

@@ -24,8 +24,7 @@ SERVER_START_S = 300.0
 # cannot rewrite the asserts of anyio's plugin: a difference from a fresh interpreter that no
 # test here depends on.
 ANYIO_ALREADY_IMPORTED = (
-    "ignore:Module already imported so cannot be rewritten; anyio:"
-    "pytest.PytestAssertRewriteWarning"
+    "ignore:Module already imported so cannot be rewritten; anyio:pytest.PytestAssertRewriteWarning"
 )
 
 
@@ -150,7 +149,9 @@ class PytestServer:
             chunk = os.read(stdout.fileno(), 4096)
             if not chunk:
                 code = self._process.wait(timeout=30)
-                raise RuntimeError(f"the pytest server ({SERVER_SCRIPT.name}) exited with code {code}")
+                raise RuntimeError(
+                    f"the pytest server ({SERVER_SCRIPT.name}) exited with code {code}"
+                )
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
         return int(json.loads(line)[key])

@@ -55,7 +55,9 @@ def test_a_passing_expectation_that_allows_others_needs_a_why() -> None:
 def test_also_reads_back_from_the_file_text() -> None:
     text = '[clauses.A-1]\nexpected = "failed"\nwhy = "varies"\nalso = ["passed"]\n'
 
-    assert parse_expectations(text, "x.toml") == {"A-1": Expectation("failed", "varies", ("passed",))}
+    assert parse_expectations(text, "x.toml") == {
+        "A-1": Expectation("failed", "varies", ("passed",))
+    }
 
 
 def test_a_reported_clause_without_an_expectation_is_a_difference() -> None:

@@ -204,9 +204,7 @@ def test_an_untrainable_branch_is_never_trained(forked_after_a_sampled_turn):
 # -- groups, evaluation, rewards --------------------------------------------------------------
 
 
-def test_a_group_nests_one_list_per_rollout_once_a_rollout_has_siblings(
-    compacted, two_turn_trace
-):
+def test_a_group_nests_one_list_per_rollout_once_a_rollout_has_siblings(compacted, two_turn_trace):
     group = convert_traces(
         [two_turn_trace, compacted], group_index=1, first_index=2, policy=SIBLINGS
     )

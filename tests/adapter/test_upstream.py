@@ -447,12 +447,16 @@ def upstream_touches(path: Path) -> list[str]:
 
 
 def test_no_adapter_module_but_upstream_touches_a_private_upstream_symbol() -> None:
-    modules = [p for p in sorted(ADAPTER.rglob("*.py")) if p != ADAPTER / "_episodes" / "upstream.py"]
+    modules = [
+        p for p in sorted(ADAPTER.rglob("*.py")) if p != ADAPTER / "_episodes" / "upstream.py"
+    ]
 
     touches = [touch for path in modules for touch in upstream_touches(path)]
 
     assert len(modules) > 10
-    assert touches == [], "move these into miles_verifiers._episodes.upstream:\n" + "\n".join(touches)
+    assert touches == [], "move these into miles_verifiers._episodes.upstream:\n" + "\n".join(
+        touches
+    )
 
 
 def test_the_private_touch_scan_finds_each_kind_of_touch(tmp_path: Path) -> None:

@@ -218,7 +218,7 @@ def test_a_client_that_hangs_up_before_its_body_arrives_is_let_go_quietly(
         with socket.create_connection((url.host, url.port), timeout=10) as raw:
             raw.sendall(
                 b"POST /generate HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 1000\r\n\r\n{\"input_ids\": ["
+                b'Content-Length: 1000\r\n\r\n{"input_ids": ['
             )
         with httpx.Client(base_url=running.base_url) as http:  # still serving
             assert http.get("/health").status_code == 200

@@ -40,14 +40,19 @@ def main(port: int, config: str) -> None:
     )
     seen = {"before": imported()}
     fn = construct_rollout_fn(
-        VerifiersRolloutFn, types, args, settings=AdapterSettings(episode_worker_python=sys.executable)
+        VerifiersRolloutFn,
+        types,
+        args,
+        settings=AdapterSettings(episode_worker_python=sys.executable),
     )
     seen["constructed"] = imported()
     point_at_engine(args, "127.0.0.1", port)
     loop = MilesLoop()
     try:
         train = call_from_worker_thread(fn, types.RolloutFnTrainInput(rollout_id=0), loop, CALL_S)
-        evaluation = call_from_worker_thread(fn, types.RolloutFnEvalInput(rollout_id=0), loop, CALL_S)
+        evaluation = call_from_worker_thread(
+            fn, types.RolloutFnEvalInput(rollout_id=0), loop, CALL_S
+        )
     finally:
         fn.close()
         loop.close()
