@@ -11,6 +11,8 @@ from verifiers.v1.errors import ProviderError
 
 from miles_verifiers._transport import AbortReport, SGLangTransport
 
+POLL_S = 0.01
+
 
 async def abort_mid_turn(
     client: TrainClient,
@@ -30,11 +32,10 @@ async def abort_mid_turn(
     """
     running = asyncio.create_task(turn)
     try:
-        polls = int(turn_timeout_s / 0.01)
-        for _ in range(polls):
+        for _ in range(int(turn_timeout_s / POLL_S)):
             if in_flight():
                 break
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(POLL_S)
         else:
             raise AssertionError(f"the engine never held the turn within {turn_timeout_s} s")
         report = await transport.abort()

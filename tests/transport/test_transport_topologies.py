@@ -126,8 +126,8 @@ def test_a_turn_is_served(topology: RunningTopology, renderer_pool: Any) -> None
 def test_an_abort_sweep_leaves_nothing_running(
     topology: RunningTopology, renderer_pool: Any
 ) -> None:
-    # Every turn holds the engine until aborted: a shorter pace let a turn that sampled an
-    # early end-of-sequence finish before the sweep reached the engine on a busy machine.
+    # Every turn holds the engine until aborted: the fixture model answers this prompt in 8
+    # tokens, which at 50 ms a token could finish before the sweep reached a busy engine.
     for running in topology.engines:
         running.engine.set_latency(LatencyModel(decode_s_per_token=5.0))
     client, transport = client_for(topology, renderer_pool)
