@@ -3,7 +3,9 @@
 Workers are forked by a :class:`WorkerTemplate`, a process started with the interpreter
 ``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names, else the trainer's own, that has already
 imported Verifiers (see :mod:`miles_verifiers._episodes.template`): a worker, or the
-replacement of a lost one, starts in milliseconds. Each worker runs in a session of its own and
+replacement of a lost one, starts in milliseconds. A worker gets the trainer's environment with
+the directory of the workers' interpreter first on ``PATH``, so its episodes run that
+virtualenv's programs. Each worker runs in a session of its own and
 exits when its stdin closes, so a trainer that dies leaves no orphan; the template exits when
 its socket closes. A worker is not this process's child (the template's kernel-reaped one), so
 whether it still runs is read from ``/proc``.
@@ -35,6 +37,7 @@ from miles_verifiers._seam import procs
 from miles_verifiers._seam.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers._seam.link import WorkerLostError
 from miles_verifiers._seam.protocol import PROTOCOL_VERSION
+from miles_verifiers._seam.worker_path import path_with_bin_first
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,13 @@ class WorkerTemplate:
         processes it forks to take instead of loading their own (a template already running
         is left as it is)."""
         self._tokenizer_options = ["--tokenizer", source, "--copies", str(copies)]
+
+    def child_environ(self) -> dict[str, str]:
+        """This process's environment as a forked worker (or the describe step) gets it: the
+        directory of the workers' interpreter first on ``PATH`` (see :mod:`.worker_path`)."""
+        env = dict(os.environ)
+        env["PATH"] = path_with_bin_first(self.python, env.get("PATH"))
+        return env
 
     def fork(
         self, environ: dict[str, str], *, entry: str = "worker", stderr: int | None = None
@@ -236,7 +246,7 @@ class LocalWorker:
     @classmethod
     async def start(cls, name: str, template: WorkerTemplate) -> LocalWorker:
         """Fork a worker from ``template`` and connect its pipes to this event loop."""
-        env = dict(os.environ)
+        env = template.child_environ()
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
         token = env[procs.TOKEN_VARIABLE] = uuid.uuid4().hex
         handoff = _ForkHandoff()

@@ -5,6 +5,7 @@ already initialised in the process, or ``RAY_ADDRESS`` names a cluster) they may
 other nodes; otherwise a local Ray instance is started. Ray is an optional extra
 (``pip install miles-verifiers[ray]``).
 
+An actor puts the directory of its interpreter first on ``PATH`` (see :mod:`.worker_path`).
 An actor is the child subreaper of what it starts. Stopping one (the rollout function closing,
 or the actor found hung) first asks it to shut down: it ends its calls, closing their
 environments, and ends whatever it started, within a bound; then it is killed. An actor that
@@ -62,10 +63,16 @@ def _ensure_ray() -> Any:
 class _EpisodeWorkerActor:
     """The actor body: one handler, request bytes in, reply bytes out."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None) -> None:
+        import sys
+
         from miles_verifiers._episodes.worker import WorkerHandler
         from miles_verifiers._seam import procs
+        from miles_verifiers._seam.worker_path import path_with_bin_first
 
+        # Its episodes run the programs of the interpreter it was started with (the workers'
+        # virtualenv, as the path was given; else the one Ray started it with).
+        os.environ["PATH"] = path_with_bin_first(python or sys.executable, os.environ.get("PATH"))
         procs.become_child_subreaper()
         self._handler = WorkerHandler()
 
@@ -158,7 +165,7 @@ async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:
         actor_class = actor_class.options(runtime_env={"py_executable": python})
     # Ray's default scheduling and resources: an actor needs a CPU to be placed but holds none
     # while it runs, so the actors of several rollout functions never wait on each other.
-    actor = actor_class.remote()
+    actor = actor_class.remote(python)
     try:
         await asyncio.wait_for(actor.ping.remote(), 300.0)
     except Exception as error:

@@ -106,7 +106,9 @@ def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tupl
     """The describe step's whole output, and how it ended; bounded by DESCRIBE_TIMEOUT_S. The
     process is gone when this returns: construction leaves only the template running."""
     try:
-        pid, stdin, stdout = template.fork(dict(os.environ), entry="describe", stderr=stderr)
+        pid, stdin, stdout = template.fork(
+            template.child_environ(), entry="describe", stderr=stderr
+        )
     except WorkerLostError as error:
         return b"", f"could not start ({error})"
     seen = procs.stat_of(pid)
