@@ -9,12 +9,21 @@ taskset, and a config Verifiers itself refuses.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from miles_verifiers._episodes.config import CONFIG_ENV_VAR, ConfigError, parse_config_text
-from miles_verifiers._seam.protocol import DescribeRequest, Description, RendererSpecModel
+from miles_verifiers._seam.protocol import (
+    DescribeRequest,
+    Description,
+    RendererSpecModel,
+    RuntimeDescription,
+    SeatDescription,
+    ServiceRuntimeDescription,
+)
 from miles_verifiers._seam.records import task_record
 
 
@@ -54,7 +63,11 @@ def resolve_config04(data: dict[str, Any], path: Path) -> Any:
 
 
 def check_local_runtimes(config: Any, path: Path) -> None:
-    """Refuse a seat whose runtime is remote: training episodes run on this machine."""
+    """Refuse a seat whose runtime is remote: training episodes run on this machine.
+
+    The worker's own guard at setup; construction refuses the same (and remote tool server
+    and config runtimes) from the description, on the trainer side, with every other seat
+    problem (:mod:`miles_verifiers._trainer.seats`)."""
     from verifiers.v1.env import agent_config_fields
     from verifiers.v1.runtimes import runtime_is_local
 
@@ -70,13 +83,151 @@ def check_local_runtimes(config: Any, path: Path) -> None:
             )
 
 
-def load04(config_path: str, config_text: str) -> Loaded04:
-    """The validated config, its environment and its tasks (in taskset order)."""
+def describe_runtime04(runtime: Any) -> RuntimeDescription:
+    from verifiers.v1.runtimes import runtime_is_local
+
+    kind = getattr(runtime, "type", type(runtime).__name__)
+    return RuntimeDescription(type=str(kind), local=bool(runtime_is_local(runtime)))
+
+
+def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
+    """Each seat's ``trainable`` after the environment's ``setup()``, where 0.4 environments
+    set it (a judge or a user simulator marks itself untrainable); None when setup() cannot run
+    on agents built from the config alone."""
+    import verifiers.v1 as vf
+    from verifiers.v1.configs.agent import resolve_agent
+    from verifiers.v1.env import agent_config_fields
+
+    harness = vf.default_agent_harness(config.taskset.id)
+
+    def make(name: str, spec: Any) -> Any:
+        # The model is a placeholder: setup() decides standing, it runs no agent.
+        return vf.make_agent(resolve_agent(spec, model="miles-policy", harness=harness))
+
+    try:
+        agents = vf.Agents(config, make)
+        asyncio.run(environment.setup(agents))
+        return {name: bool(getattr(agents, name).trainable) for name in agent_config_fields(config)}
+    except Exception:  # a setup() that needs more than the config: standing unknown
+        return None
+
+
+def runs_per_episode04(environment: Any) -> int | None:
+    """How many traces one episode gives each seat, for the environment types known to fix it:
+    Verifiers' best-of-n (its ``n``) and the single-agent environment (one); None otherwise."""
+    from verifiers.v1.envs.best_of_n import BestOfNEnv
+    from verifiers.v1.envs.single_agent.env import SingleAgentEnv
+
+    if isinstance(environment, BestOfNEnv):
+        return int(environment.config.n)
+    if isinstance(environment, SingleAgentEnv):
+        return 1
+    return None
+
+
+def describe_seats04(environment: Any, config: Any) -> list[SeatDescription]:
+    from verifiers.v1.env import agent_config_fields
+
+    standings = seat_standings04(environment, config)
+    runs = runs_per_episode04(environment)
+    return [
+        SeatDescription(
+            name=name,
+            trainable=None if standings is None else standings[name],
+            sampling=(
+                spec.sampling.model_dump(mode="json", exclude_unset=True)
+                if spec.sampling is not None
+                else {}
+            ),
+            model=spec.model,
+            has_client=spec.client is not None,
+            runtime=describe_runtime04(spec.runtime),
+            runs_per_episode=runs,
+        )
+        for name, spec in agent_config_fields(config).items()
+    ]
+
+
+def _config_nodes(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every pydantic model in a config tree, with its path of field names."""
+    from pydantic import BaseModel
+
+    if isinstance(node, BaseModel):
+        yield path, node
+        for name, value in node:
+            yield from _config_nodes(value, (*path, name))
+    elif isinstance(node, (list, tuple)):
+        for index, value in enumerate(node):
+            yield from _config_nodes(value, (*path, str(index)))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _config_nodes(value, (*path, str(key)))
+
+
+def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRuntimeDescription]:
+    """The tool servers that run in a runtime of their own (per task, or shared by the
+    taskset), and every other runtime the config names outside the seats. A server with a
+    ``url`` is external and one ``colocated`` shares its seat's runtime: neither is listed."""
+    from typing import get_args
+
+    from verifiers.v1.env import agent_config_fields
+    from verifiers.v1.runtimes import RuntimeConfig
+
+    seats = {(name,) for name in agent_config_fields(config)}
+    # The seats' own tables are described with the seats.
+    nodes = [(path, node) for path, node in _config_nodes(config, ()) if path[:1] not in seats]
+    where = {id(node): path for path, node in nodes}
+    taskset = environment.taskset
+    servers = [
+        *type(taskset).task_type().toolsets(taskset.config.task),
+        *taskset.toolsets(taskset.config),
+    ]
+    found: list[ServiceRuntimeDescription] = []
+    claimed: set[int] = set()
+    for server in servers:
+        settings = getattr(server, "config", None)
+        runtime = getattr(settings, "runtime", None)
+        if (
+            runtime is None
+            or getattr(settings, "url", None)
+            or getattr(settings, "colocated", False)
+        ):
+            continue
+        claimed.add(id(runtime))
+        path = where.get(id(settings))
+        found.append(
+            ServiceRuntimeDescription(
+                role="toolset",
+                name=type(server).__name__,
+                key=None if path is None else "[" + ".".join((*path, "runtime")) + "]",
+                runtime=describe_runtime04(runtime),
+            )
+        )
+    runtime_types = get_args(get_args(RuntimeConfig)[0])
+    for path, node in nodes:
+        if isinstance(node, runtime_types) and id(node) not in claimed:
+            found.append(
+                ServiceRuntimeDescription(
+                    role="config",
+                    name=".".join(path),
+                    key="[" + ".".join(path) + "]",
+                    runtime=describe_runtime04(node),
+                )
+            )
+    return found
+
+
+def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -> Loaded04:
+    """The validated config, its environment and its tasks (in taskset order).
+
+    ``check_runtimes`` False leaves the seats' runtimes to the caller: the describe step
+    reports them, and construction refuses a remote one with the other seat problems."""
     import verifiers.v1 as vf
 
     path = Path(config_path)
     config = resolve_config04(parse_config_text(config_text, path), path)
-    check_local_runtimes(config, path)
+    if check_runtimes:
+        check_local_runtimes(config, path)
     environment = vf.load_environment(config)
     taskset = environment.taskset
     if not taskset.bounded:
@@ -84,7 +235,11 @@ def load04(config_path: str, config_text: str) -> Loaded04:
             f"{CONFIG_ENV_VAR} file {path}: the taskset {config.taskset.id!r} is infinite; "
             "Miles' rollout order, epochs and resume need a fixed task table.",
             field="[taskset]",
-            fix="use a bounded taskset (or select a finite part of it in [taskset]).",
+            fix="use a bounded taskset: set the taskset's own size option in [taskset] where "
+            "it has one (the fixtures' num_tasks), or install a taskset package whose load() "
+            "yields a finite list (say, the first N tasks of this one). Verifiers' --select "
+            "options (include.idx ranges, limit) belong to its eval CLI: an environment "
+            "config has no [select] table.",
         )
     tasks = tuple(taskset)
     if not tasks:
@@ -162,7 +317,8 @@ def describe04(request: DescribeRequest) -> Description:
 
     # The worker's own Verifiers is the one that runs the episodes: check it first.
     require_supported_versions(WORKER_VERSIONS_04)
-    loaded = load04(request.config_path, request.config_text)
+    # Seat runtimes are described, not refused here: construction refuses every seat problem.
+    loaded = load04(request.config_path, request.config_text, check_runtimes=False)
     check_task_prompts(loaded.tasks)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
     renderer = request.renderer
@@ -174,4 +330,7 @@ def describe04(request: DescribeRequest) -> Description:
         renderer_identity=identity,
         vocab_size=vocab_size,
         versions=installed_versions(),
+        env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
+        seats=describe_seats04(loaded.environment, loaded.config),
+        service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
     )

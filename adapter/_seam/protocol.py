@@ -173,6 +173,41 @@ class Ready(_Message):
     versions: dict[str, str] = Field(default_factory=dict)
 
 
+class RuntimeDescription(_Message):
+    """A runtime the environment's config names: its ``type`` and whether it runs on the
+    episode worker's machine (Verifiers' own verdict, ``runtime_is_local``)."""
+
+    type: str
+    local: bool
+
+
+class SeatDescription(_Message):
+    """One seat (agent) of a Verifiers 0.4 environment, as its config and ``setup()`` leave it."""
+
+    name: str
+    # Its standing after the environment's setup(); None: setup() could not be run to see it.
+    trainable: bool | None
+    # Only the keys the config sets under [<seat>.sampling] (merged over the run's sampling).
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None  # [<seat>] model, when pinned
+    has_client: bool = False  # whether [<seat>.client] is set
+    runtime: RuntimeDescription
+    # Traces one episode's run() makes this seat produce, when the environment type says so
+    # (best-of-n: its n); None: the environment's run() decides.
+    runs_per_episode: int | None = None
+
+
+class ServiceRuntimeDescription(_Message):
+    """A runtime outside the seats: a tool server's, or one the config names elsewhere (an
+    isolated verifier's ``[verifier.runtime]``)."""
+
+    role: Literal["toolset", "config"]
+    name: str  # the toolset class, or the config path
+    # The TOML table that sets it; None when the taskset's code does (Task.toolsets).
+    key: str | None
+    runtime: RuntimeDescription
+
+
 class Description(_Message):
     """The episode side's answer to :class:`DescribeRequest`: everything construction checks
     that needs the taskset loaded, so the trainer side never loads it itself."""
@@ -185,6 +220,11 @@ class Description(_Message):
     renderer_identity: str | None
     vocab_size: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+    # Verifiers 0.4 (a minor addition; None from a 0.2 worker or an older one): the
+    # environment's class, its seats in declaration order, and the runtimes outside them.
+    env_type: str | None = None
+    seats: list[SeatDescription] | None = None
+    service_runtimes: list[ServiceRuntimeDescription] = Field(default_factory=list)
 
 
 class Refused(_Message):

@@ -10,7 +10,8 @@ stages, and returns the problems it found plus products of its own. The table is
 
 The order: installed versions, Miles options (one validated model, the engine's limits and
 the tokenizer included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file,
-the taskset, ``@group_reward`` sample counts, and the sampling seeds the run will send.
+the taskset, ``@group_reward`` sample counts, a Verifiers 0.4 environment's seats and runtimes
+(:mod:`miles_verifiers._trainer.seats`), and the sampling seeds the run will send.
 Verifiers is imported lazily by the config stages, so a wrong verifiers version is reported by
 the first stage instead of surfacing as an import error.
 
@@ -53,6 +54,7 @@ from miles_verifiers._trainer.options import (
     read_options,
 )
 from miles_verifiers._trainer.scheduling import default_dispatch_budget
+from miles_verifiers._trainer.seats import SeatSetupError, seat_problems
 from miles_verifiers._transport.routers import RouterKind
 from miles_verifiers._versions import (
     SUPPORTED_VERSIONS,
@@ -227,6 +229,13 @@ def _group_reward(given: Products) -> StageResult:
     return StageResult()
 
 
+def _seats(given: Products) -> StageResult:
+    problems = seat_problems(given["description"], given["options"])
+    if not problems:
+        return StageResult()
+    return _failed(SeatSetupError(problems), [p.describe() for p in problems])
+
+
 def highest_sampling_seeds(
     options: MilesOptions, num_tasks: int, dispatch_budget_factor: int
 ) -> dict[str, int]:
@@ -277,6 +286,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("config", ("environ", "episode_python"), _config),
     Stage("taskset", ("config", "renderer_pool_size"), _taskset),
     Stage("group reward", ("description", "options"), _group_reward),
+    Stage("seats", ("description", "options"), _seats),
     Stage("seeds", ("description", "options", "dispatch_budget_factor"), _seeds),
 )
 

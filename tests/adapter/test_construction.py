@@ -93,6 +93,7 @@ PRODUCTS = {
     "config": {"config_path", "config"},
     "taskset": {"taskset", "description", "renderer"},
     "group reward": set(),
+    "seats": set(),
     "seeds": set(),
 }
 
