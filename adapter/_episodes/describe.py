@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers._seam.protocol import DescribeRequest, Description
+from miles_verifiers._seam.protocol import PROTOCOL_VERSION, DescribeRequest, Description
 from miles_verifiers._seam.records import task_record
 
-# What a worker reports it runs, in its hello and its description.
+# What a worker reports it runs, in its hello and its description (with its Python and the
+# protocol it speaks).
 REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 
 
@@ -28,9 +29,11 @@ def installed_versions() -> dict[str, str]:
     from miles_verifiers._versions import installed_versions as versions_of
 
     found = versions_of(REPORTED_DISTRIBUTIONS)
-    return {"python": platform.python_version()} | {
-        name: version for name, version in found.items() if version is not None
-    }
+    return (
+        {"python": platform.python_version()}
+        | {name: version for name, version in found.items() if version is not None}
+        | {"protocol": PROTOCOL_VERSION}
+    )
 
 
 def describe_loaded(

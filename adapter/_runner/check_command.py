@@ -32,6 +32,7 @@ from miles_verifiers._runner.environment import use_fixture_tokenizers, verifier
 from miles_verifiers._runner.loading import build_rollout_function
 from miles_verifiers._runner.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers._runner.schedule import plan_calls
+from miles_verifiers._seam.reported_versions import version_line
 from miles_verifiers._transport.routers import RUST_ROUTER_SAMPLING_KEYS, RouterKind
 from miles_verifiers._transport.sampling import SGLANG_SAMPLING_KEYS
 
@@ -118,6 +119,17 @@ def _router_line(summary: CheckSummary) -> str:
     return f"{summary.router.value} (--use-miles-router); every sampling key reaches the engines"
 
 
+def _version_lines(summary: CheckSummary) -> list[tuple[str, str]]:
+    """What Miles' process runs, and what the episode workers run (as their interpreter's
+    describe step reported it)."""
+    lines = [("trainer", version_line(summary.trainer_versions))]
+    if summary.worker_versions is None:
+        lines.append(("episodes", "in Miles' process (the trainer's versions)"))
+    else:
+        lines.append((f"workers ({summary.worker_python})", version_line(summary.worker_versions)))
+    return lines
+
+
 def print_report(report: CheckReport, console: Console, *, debug: bool = False) -> None:
     for warning in report.warnings:
         console.print(
@@ -152,5 +164,6 @@ def print_report(report: CheckReport, console: Console, *, debug: bool = False) 
     ]
     if summary.eval is not None:
         lines.append(("eval sampling", describe_sampling(summary.eval)))
+    lines += _version_lines(summary)
     for name, value in lines:
         console.print(f"  {name}: {value}", highlight=False, markup=False, soft_wrap=True)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from miles_verifiers._contract.compat import contract
+from miles_verifiers._seam.reported_versions import trainer_versions
 from miles_verifiers._trainer import construction
 from miles_verifiers._trainer.options import SamplingOptions
 from miles_verifiers._transport.routers import RouterKind
@@ -43,6 +44,11 @@ class CheckSummary:
     train: SamplingOptions
     eval: SamplingOptions | None
     router: RouterKind = RouterKind.SGLANG_ROUTER
+    # What Miles' process runs, and what the episode workers run (their interpreter and the
+    # versions its describe step reported; None: the episodes run in Miles' process).
+    trainer_versions: Mapping[str, str] = field(default_factory=dict)
+    worker_python: str | None = None
+    worker_versions: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,9 @@ def check_construction(
         train=options.train,
         eval=options.eval if options.eval_enabled else None,
         router=RouterKind.for_miles(options.use_miles_router),
+        trainer_versions=trainer_versions(),
+        worker_python=settings.episode_python,
+        worker_versions=described.versions if settings.episode_python is not None else None,
     )
     return CheckReport((), summary, warnings)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -157,14 +157,22 @@ async def _drive(
         observer.call_finished(call, stats)
 
 
-def metrics_document(request: RunRequest, tally: RunTally, summary: RunSummary) -> dict[str, Any]:
-    return {
+def metrics_document(
+    request: RunRequest,
+    tally: RunTally,
+    summary: RunSummary,
+    versions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    document = {
         "status": summary.status,
         "args": redact(jsonable(vars(request.args))),
         "train": [asdict(call) for call in tally.train_calls],
         "eval": [asdict(call) for call in tally.eval_calls],
         "summary": summary.as_dict(),
     }
+    if versions is not None:  # what each side ran (the adapter's rollout function says)
+        document["versions"] = jsonable(dict(versions))
+    return document
 
 
 def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> RunResult:
@@ -205,7 +213,12 @@ def run_rollouts(request: RunRequest, observer: RunObserver | None = None) -> Ru
             "complete" if recorder.calls_done == len(request.calls) else "interrupted"
         )
         summary = tally.finish(time.monotonic() - started, status)
-        outputs.publish(metrics_document(request, tally, summary))
+        versions = getattr(fn, "versions", None)
+        outputs.publish(
+            metrics_document(
+                request, tally, summary, versions if isinstance(versions, Mapping) else None
+            )
+        )
     return RunResult(
         summary, recorder.written, request.output, request.metrics_output, address, resume
     )

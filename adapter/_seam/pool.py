@@ -10,6 +10,8 @@
   worker in its place. A worker that fails to start (or does not start within
   ``start_timeout_s``) is lost the same way. More than ``restarts_per_call`` restarts in one
   call end the call with :class:`WorkerRestartLimitError`.
+* A worker's hello (its answer to the setup) must report the versions construction's describe
+  step reported; one that differs stops the call (:class:`WorkerVersionsError`), naming both.
 * On the event loop a worker is stopped without blocking it (:meth:`WorkerLink.stop`).
 * :meth:`WorkerPool.close` stops every worker, all at once, from any thread (the rollout
   function calls it on ``close()``, when it is collected, and at interpreter exit); a worker
@@ -22,7 +24,7 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,12 +36,14 @@ from miles_verifiers._seam.protocol import (
     CallStart,
     GroupRequest,
     GroupResult,
+    Ready,
     Refused,
     Reply,
     Request,
     WorkerSetup,
     read_reply,
 )
+from miles_verifiers._seam.reported_versions import WorkerVersionsError, check_worker_versions
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +115,11 @@ class WorkerPool:
         start_link: LinkStarter,
         *,
         on_close: Callable[[], None] | None = None,
+        expected_versions: Mapping[str, str] | None = None,
     ) -> None:
         self.limits = limits
+        # What construction's describe step reported; each worker's hello must match it.
+        self._expected_versions = dict(expected_versions or {})
         self._on_close = on_close
         self._setup_payload = setup
         self._start_link = start_link
@@ -198,8 +205,13 @@ class WorkerPool:
                 slot.calls = {}
                 link = await self._start(slot)
                 try:
-                    await self._ask(link, self._setup_payload, self.limits.control_timeout_s)
-                except WorkerRefusedError:
+                    hello = await self._ask(
+                        link, self._setup_payload, self.limits.control_timeout_s
+                    )
+                    if isinstance(hello, Ready):
+                        reported = {**hello.versions, "protocol": hello.protocol}
+                        check_worker_versions(self._expected_versions, reported, link.description)
+                except (WorkerRefusedError, WorkerVersionsError):
                     slot.link = None
                     await self._stop(link)
                     raise

@@ -164,7 +164,8 @@ def worker_setup(run: Any) -> WorkerSetup:
 
 def build_pool(run: Any, template: WorkerTemplate | None = None) -> WorkerPool:
     """The workers' pool; local workers are forked from ``template`` (the describe step's, when
-    there was one), which the pool then owns."""
+    there was one), which the pool then owns. Each worker must report the versions the
+    description reported."""
     settings = run.settings
     limits = PoolLimits(
         count=settings.episode_workers,
@@ -179,7 +180,10 @@ def build_pool(run: Any, template: WorkerTemplate | None = None) -> WorkerPool:
         if template is not None:  # actors are not forked: it served the describe step only
             template.close()
         return WorkerPool(
-            limits, worker_setup(run), functools.partial(start_ray_worker, python=python)
+            limits,
+            worker_setup(run),
+            functools.partial(start_ray_worker, python=python),
+            expected_versions=run.description.versions,
         )
     template = template or WorkerTemplate(python)
     return WorkerPool(
@@ -187,4 +191,5 @@ def build_pool(run: Any, template: WorkerTemplate | None = None) -> WorkerPool:
         worker_setup(run),
         functools.partial(LocalWorker.start, template=template),
         on_close=template.close,
+        expected_versions=run.description.versions,
     )

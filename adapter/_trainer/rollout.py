@@ -228,6 +228,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     options: MilesOptions = made["options"]
     hooks: MilesHooks = made["hooks"]
     description: Description = made["description"]
+    _log_versions(description, settings)
     in_process = None
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
     vocab_size = description.vocab_size
@@ -279,6 +280,31 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         train,
         evaluation,
         settings,
+    )
+
+
+def run_versions(description: Description, settings: AdapterSettings) -> dict[str, Any]:
+    """What each side runs: ``trainer`` (this process), ``episodes`` (this process's again, or
+    what the workers' interpreter reported when it described the taskset) and
+    ``episode_python``, the workers' interpreter (None: the episodes run in this process)."""
+    from miles_verifiers._seam.reported_versions import trainer_versions
+
+    trainer = trainer_versions()
+    python = settings.episode_python
+    episodes = trainer if python is None else dict(description.versions)
+    return {"trainer": trainer, "episodes": episodes, "episode_python": python}
+
+
+def _log_versions(description: Description, settings: AdapterSettings) -> None:
+    from miles_verifiers._seam.reported_versions import version_line
+
+    versions = run_versions(description, settings)
+    python = versions["episode_python"]
+    logger.info(
+        "versions: trainer %s; episodes (%s) %s",
+        version_line(versions["trainer"]),
+        "in this process" if python is None else f"workers of {python}",
+        version_line(versions["episodes"]),
     )
 
 
@@ -374,6 +400,12 @@ class VerifiersRolloutFn:
     @property
     def options(self) -> MilesOptions:
         return self._run.options
+
+    @property
+    def versions(self) -> dict[str, Any]:
+        """What each side runs (see :func:`run_versions`); ``miles-verifiers rollout`` records
+        it in its metrics file."""
+        return run_versions(self._run.description, self.settings)
 
     @property
     def env_id(self) -> str:

@@ -99,6 +99,17 @@ def test_metrics_json_has_a_record_per_call(finished):
     assert document["args"]["rollout_global_dataset"] is False
 
 
+def test_metrics_json_records_what_the_trainer_and_the_episodes_ran(finished):
+    from miles_verifiers._seam.protocol import PROTOCOL_VERSION
+
+    versions = json.loads(finished.metrics.read_text())["versions"]
+    assert versions["trainer"]["verifiers"] == "0.2.0"
+    assert versions["trainer"]["protocol"] == PROTOCOL_VERSION
+    assert {"python", "renderers"} <= set(versions["trainer"])
+    assert versions["episode_python"] is None  # in Miles' process: the trainer's versions
+    assert versions["episodes"] == versions["trainer"]
+
+
 def _cell(text: str, label: str) -> str:
     match = re.search(rf"│ {re.escape(label)}\s+│\s+(.+?) │", text)
     assert match, f"no {label!r} row in:\n{text}"
