@@ -11,9 +11,11 @@ through the one non-public seam listed in :mod:`miles_verifiers._episodes.upstre
 
 Only the traces of trainable agents become records; a rollout must yield exactly one. A rollout
 with several stops the call (tagged as a request the adapter cannot serve: every episode would
-do the same). A group whose rollout yields none, whose clean trace has an unscored reward, or whose
-episode failed as a whole (an env hook, its deadline) comes back failed with a named error
-type, so the trainer drops it (``episode_error`` / ``episode_timeout``).
+do the same). Each slot is judged on its own, by Verifiers' stamps: a record carries its
+episode's verdict (``episode_error``: a failed untrainable seat, named; an env hook; the
+deadline; a reward left unscored), so training drops the group (``episode_error`` /
+``episode_timeout``) while evaluation fails that rollout's entry only. A slot that yields no
+trainable trace fails the group as a whole, with a named error type.
 """
 
 from __future__ import annotations
@@ -121,59 +123,139 @@ def contexts04(
     ]
 
 
-def _error(kind: str, message: str) -> EpisodeErrorRecord:
-    return EpisodeErrorRecord(type=kind, message=" ".join(message.split())[:2000])
+def _error(
+    kind: str, message: str, *, seat: str | None = None, timeout: bool = False
+) -> EpisodeErrorRecord:
+    return EpisodeErrorRecord(
+        type=kind, message=" ".join(message.split())[:2000], seat=seat, timeout=timeout
+    )
+
+
+def _trainable(trace: Any) -> bool:
+    return bool(getattr(trace.agent, "trainable", True))
+
+
+def _seat(trace: Any) -> str | None:
+    return getattr(getattr(trace, "agent", None), "name", None)
+
+
+def episode_verdict(episode: Any) -> EpisodeErrorRecord | None:
+    """Why Verifiers judged ``episode`` not ok, read from its stamps (None when it is ok).
+
+    The episode's ``ok`` decides, never its error list: an episode that recovered under
+    ``[retries]`` keeps the failed attempts' errors and is ok. A failed untrainable seat (a user
+    simulator, a judge) is named, since the trainable trace it cut short may itself be ok. When
+    only the trainable trace failed, that trace's own verdict speaks (None here)."""
+    if episode.ok:
+        return None
+    timeout = bool(getattr(episode, "is_timeout", False))
+    kind = EPISODE_TIMEOUT if timeout else EPISODE_ERROR
+    seats = [t for t in episode.traces if not t.ok and not _trainable(t)]
+    if seats:
+        trace = seats[0]
+        error = trace.last_error
+        cause = (
+            f"{error.type}: {error.message}"
+            if error is not None
+            else f"its trace stopped as {trace.stop_condition!r} and is not ok"
+        )
+        seat = _seat(trace)
+        return _error(kind, f"seat {seat!r} failed: {cause}", seat=seat, timeout=timeout)
+    if any(not t.ok for t in episode.traces):
+        return None
+    last = episode.errors[-1] if episode.errors else None
+    cause = f"{last.type}: {last.message}" if last is not None else "no error was recorded"
+    return _error(kind, f"the episode is not ok: {cause}", timeout=timeout)
+
+
+def _unscored(record: TraceRecord) -> EpisodeErrorRecord | None:
+    if record.rollout_failed or not record.unscored:
+        return None
+    return _error(
+        UNSCORED_ERROR,
+        f"trace {record.id} finished cleanly but Verifiers left its reward(s) "
+        f"{', '.join(record.unscored)} unscored (None); a rollout is trained only with every "
+        "reward scored",
+    )
+
+
+def _slot_records(
+    slot: int,
+    traces: Sequence[Any],
+    verdict: EpisodeErrorRecord | None,
+    recovered: int,
+    prefix_cache: Any,
+) -> list[TraceRecord]:
+    records = []
+    for trace in traces:
+        record = trace_record04(trace, prefix_cache, rollout=slot)
+        error = verdict or _unscored(record)
+        records.append(
+            record.model_copy(
+                update={"episode_error": error, "episode_recovered_errors": recovered}
+            )
+        )
+    return records
+
+
+@dataclass(frozen=True)
+class LateSlot:
+    """A slot cancelled at the group's deadline, with the traces it had reached."""
+
+    task: Any
+    reached: tuple[Any, ...]
+    deadline_s: float
+
+
+def _late_verdict(slot: int, late: LateSlot) -> EpisodeErrorRecord:
+    return _error(
+        EPISODE_TIMEOUT,
+        f"rollout {slot} of task {late.task.data.idx} ran past its deadline of "
+        f"{late.deadline_s:g} s and was cancelled",
+        timeout=True,
+    )
 
 
 def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRun:
-    """The records of finished episodes (one per slot) and, when the group cannot be trained
-    as it is, why (see the module docstring)."""
+    """The records of the group's slots (an episode, or a :class:`LateSlot`, per slot), each
+    carrying its own episode's verdict, and, when a slot yields no trace to train or judge,
+    why (see the module docstring)."""
     records: list[TraceRecord] = []
+    failure: SlotsRun | None = None
     for slot, episode in enumerate(episodes):
-        trainable = [t for t in episode.traces if getattr(t.agent, "trainable", True)]
-        records += [trace_record04(t, prefix_cache) for t in trainable]
-        if episode.errors:
-            last = episode.errors[-1]
-            kind = EPISODE_TIMEOUT if getattr(episode, "is_timeout", False) else EPISODE_ERROR
-            failure = "episode_timeout" if kind == EPISODE_TIMEOUT else "episode_error"
-            return SlotsRun(tuple(records), failure, _error(kind, f"{last.type}: {last.message}"))
+        if isinstance(episode, LateSlot):
+            traces, verdict, recovered = episode.reached, _late_verdict(slot, episode), 0
+            idx = episode.task.data.idx
+        else:
+            traces, verdict = episode.traces, episode_verdict(episode)
+            recovered = len(episode.errors) if episode.ok else 0
+            idx = episode.task.data.idx
+        trainable = [t for t in traces if _trainable(t)]
+        records += _slot_records(slot, trainable, verdict, recovered, prefix_cache)
         if len(trainable) > 1:
             # Every episode of such an environment does the same: stop the call, naming the fix,
             # rather than drop group after group until the replacement budget runs out.
             message = (
-                f"rollout {slot} of task {episode.task.data.idx} yielded {len(trainable)} "
-                "traces of trainable agents (best-of-n, or several trainable seats), but Miles "
-                "trains exactly one trace per rollout. Fix: leave one trainable seat (mark the "
-                "others untrainable in the environment's setup(), as 0.4's user simulators "
-                "and judges are); episodes that keep several traces are not supported."
+                f"rollout {slot} of task {idx} yielded {len(trainable)} traces of trainable "
+                "agents (best-of-n, or several trainable seats), but Miles trains exactly one "
+                "trace per rollout. Fix: leave one trainable seat (mark the others untrainable "
+                "in the environment's setup(), as 0.4's user simulators and judges are); "
+                "episodes that keep several traces are not supported."
             )
             refusal = _error(
                 TRAINABLE_COUNT_ERROR, tag_with_code(UNSUPPORTED_REQUEST_CODE, message)
             )
             return SlotsRun(tuple(records), "episode_error", refusal)
-        if not trainable:
-            return SlotsRun(
-                tuple(records),
-                "episode_error",
-                _error(
+        if not trainable and failure is None:
+            if verdict is None:
+                verdict = _error(
                     TRAINABLE_COUNT_ERROR,
-                    f"rollout {slot} of task {episode.task.data.idx} yielded no trace of a "
-                    "trainable agent",
-                ),
-            )
-    unscored = [r for r in records if r.error is None and r.unscored]
-    if unscored:
-        first = unscored[0]
-        return SlotsRun(
-            tuple(records),
-            "episode_error",
-            _error(
-                UNSCORED_ERROR,
-                f"trace {first.id} finished cleanly but Verifiers left its reward(s) "
-                f"{', '.join(first.unscored)} unscored (None); a group is trained only with "
-                "every reward scored",
-            ),
-        )
+                    f"rollout {slot} of task {idx} yielded no trace of a trainable agent",
+                )
+            kind = "episode_timeout" if verdict.timeout else "episode_error"
+            failure = SlotsRun((), kind, verdict)
+    if failure is not None:
+        return SlotsRun(tuple(records), failure.failure, failure.error)
     return SlotsRun(tuple(records))
 
 
@@ -188,36 +270,32 @@ async def run_slots(
 ) -> SlotsRun:
     """``len(contexts)`` independent episodes of ``task``, slot ``k`` with ``contexts[k]``.
 
-    Never raises for the episodes' own failures (they come back as a failed run, with the
-    traces the slots had reached); cancellation propagates."""
+    Never raises for the episodes' own failures: each slot is judged on its own, so a slot
+    still running at the deadline is cancelled and its reached traces carry the timeout while
+    the slots that finished keep their own verdicts. Cancellation propagates."""
     slots = environment.slots(task, len(contexts))
+    runs = [
+        asyncio.ensure_future(environment.run_slot(slot, context, semaphore))
+        for slot, context in zip(slots, contexts, strict=True)
+    ]
     try:
-        async with asyncio.timeout(deadline_s):
-            episodes = await asyncio.gather(
-                *(
-                    environment.run_slot(slot, context, semaphore)
-                    for slot, context in zip(slots, contexts, strict=True)
-                )
-            )
-    except TimeoutError:
-        reached = [
-            trace_record04(t, prefix_cache)
-            for slot in slots
-            for t in slot.traces
-            if getattr(t.agent, "trainable", True)
-        ]
-        return SlotsRun(
-            tuple(reached),
-            "episode_timeout",
-            _error(
-                EPISODE_TIMEOUT,
-                f"the episodes of task {task.data.idx} ran past their deadline of "
-                f"{deadline_s:g} s and were cancelled",
-            ),
-        )
-    except Exception as error:
-        return SlotsRun((), "episode_error", _error(type(error).__name__, str(error)))
-    return judge_episodes(episodes, prefix_cache)
+        await asyncio.wait(runs, timeout=deadline_s)
+    finally:
+        late = [run for run in runs if not run.done()]
+        for run in late:
+            run.cancel()
+        if late:
+            await asyncio.wait(late)
+    outcomes: list[Any] = []
+    for slot, run in zip(slots, runs, strict=True):
+        if run.cancelled():
+            outcomes.append(LateSlot(task, tuple(slot.traces), deadline_s))
+            continue
+        error = run.exception()
+        if error is not None:
+            return SlotsRun((), "episode_error", _error(type(error).__name__, str(error)))
+        outcomes.append(run.result())
+    return judge_episodes(outcomes, prefix_cache)
 
 
 class Generation04:

@@ -2,9 +2,11 @@
 
 The record is the one the 0.2.0 worker sends, so the trainer reads both alike. What moved in
 0.4 is translated here: a branch's turn count is its sampled nodes (``Branch.num_turns`` is
-gone), a reward is a ``Reward(score, weight)`` or ``None`` (unscored), the latest error is
-``last_error``, and a trace that is not ``ok`` without a recorded error still gets one, so the
-trainer never trains on it.
+gone), a reward is a ``Reward(score, weight)`` or ``None`` (unscored), and the latest error is
+``last_error``. Verifiers' verdicts travel as it stamped them: ``ok`` (success is the stamp,
+never an empty error list: a trace that recovered under retries keeps the failed attempts'
+errors and is ok) and ``is_timeout``. A trace that is not ok without a recorded error still
+gets one, so the trainer can name why.
 """
 
 from __future__ import annotations
@@ -49,12 +51,6 @@ def branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
     )
 
 
-def trace_status(trace: Any) -> str:
-    if trace.ok:
-        return "ok"
-    return "timeout" if getattr(trace, "is_timeout", False) else "error"
-
-
 def error_record(trace: Any) -> ErrorRecord | None:
     error = trace.last_error
     if error is not None:
@@ -68,9 +64,13 @@ def error_record(trace: Any) -> ErrorRecord | None:
     )
 
 
-def trace_record04(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
-    """The record of a 0.4 trace; ``prefix_cache`` looks up the engine's cache usage."""
+def trace_record04(
+    trace: Any, prefix_cache: Callable[[str], Any] | None = None, *, rollout: int | None = None
+) -> TraceRecord:
+    """The record of a 0.4 trace of rollout ``rollout``; ``prefix_cache`` looks up the engine's
+    cache usage."""
     error = error_record(trace)
+    ok = bool(trace.ok)
     found = recorded_error_class(error) if error is not None else None
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
     node_ids = _node_ids(trace)
@@ -98,6 +98,9 @@ def trace_record04(trace: Any, prefix_cache: Callable[[str], Any] | None = None)
         ),
         agent_name=getattr(agent, "name", None),
         agent_trainable=bool(getattr(agent, "trainable", True)),
-        status=trace_status(trace),
         unscored=sorted(name for name, r in trace.rewards.items() if r is None),
+        ok=ok,
+        is_timeout=bool(getattr(trace, "is_timeout", False)),
+        recovered_errors=len(trace.errors) if ok else 0,
+        rollout=rollout,
     )

@@ -185,10 +185,15 @@ class Generation02:
             deadline_s=request.deadline_s,
         )
         usage = call.scope.transport.prefix_cache_usage
+        error = _error_record(run.error, run.failure) if run.error is not None else None
+        # 0.2 runs one episode for the whole group: its failure is every rollout's verdict.
         return GroupResult(
-            traces=[trace_record(t, usage) for t in run.traces],
+            traces=[
+                trace_record(t, usage).model_copy(update={"episode_error": error, "rollout": k})
+                for k, t in enumerate(run.traces)
+            ],
             failure=run.failure,
-            error=(_error_record(run.error) if run.error is not None else None),
+            error=error,
         )
 
 
@@ -357,12 +362,13 @@ def _contexts(call: OpenCall, sampling: list[dict[str, Any]]) -> list[Any]:
     return [context(values) for values in sampling]
 
 
-def _error_record(error: BaseException) -> EpisodeErrorRecord:
+def _error_record(error: BaseException, failure: str | None = None) -> EpisodeErrorRecord:
     # The same two fields describe_error reads, so the trainer describes it identically.
     message = getattr(error, "message", None)
     return EpisodeErrorRecord(
         type=getattr(error, "type", None) or type(error).__name__,
         message=str(error) if message is None else str(message),
+        timeout=failure == "episode_timeout",
     )
 
 

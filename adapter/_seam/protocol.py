@@ -20,9 +20,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._seam.records import TaskRecord, TraceRecord
+from miles_verifiers._seam.records import EpisodeErrorRecord, TaskRecord, TraceRecord
 
-PROTOCOL_VERSION = "2.0"
+# 2.1 added Verifiers' verdicts to the trace record (ok, is_timeout, recovered errors, the
+# episode's error with its seat, the rollout slot).
+PROTOCOL_VERSION = "2.1"
 
 
 class ProtocolVersionError(RolloutCallError, ValueError):
@@ -144,13 +146,6 @@ class Request(_Message):
 
 
 # -- replies -------------------------------------------------------------------------------------
-
-
-class EpisodeErrorRecord(_Message):
-    """Why an episode failed as a whole (its class name and message)."""
-
-    type: str
-    message: str
 
 
 class GroupResult(_Message):

@@ -62,6 +62,18 @@ class ErrorRecord(_Record):
     traceback: str | None = None
 
 
+class EpisodeErrorRecord(_Record):
+    """Why an episode failed as a whole (its class name and message)."""
+
+    type: str
+    message: str
+    # The seat whose trace failed the episode (0.4: a user simulator, a judge); None when the
+    # episode failed in its own hooks or deadline.
+    seat: str | None = None
+    # The episode ran past a deadline (0.4's ``is_timeout``, or the adapter's own).
+    timeout: bool = False
+
+
 class PrefixCacheRecord(_Record):
     cached_tokens: int
     prompt_tokens: int
@@ -89,14 +101,36 @@ class TraceRecord(_Record):
     # whether it trains the policy (the worker sends only trainable ones for samples).
     agent_name: str | None = None
     agent_trainable: bool = True
-    # "ok", "error" or "timeout" as the worker's Verifiers judged the trace; None: not told.
-    status: str | None = None
     # Rewards Verifiers left unscored (None): the worker fails such a group as a whole.
     unscored: list[str] = []
+    # Protocol 2.1: Verifiers' own verdicts, read, never inferred. ``ok`` is the trace's
+    # verdict (0.4 ``trace.ok``; 0.2 ``not trace.has_error``); None from an older worker.
+    ok: bool | None = None
+    # 0.4 ``trace.is_timeout``: an agent timeout is a stop, the trace stays ok and is scored.
+    is_timeout: bool = False
+    # Errors an ok trace keeps from the attempts Verifiers retried before it succeeded.
+    recovered_errors: int = 0
+    # Set when the episode this trace belongs to is not ok (0.4 ``episode.ok``; 0.2: the
+    # group's episode raised), whatever the trace's own verdict.
+    episode_error: EpisodeErrorRecord | None = None
+    # Errors an ok episode keeps from the attempts Verifiers retried ([retries]).
+    episode_recovered_errors: int = 0
+    # Which rollout of its group (the slot) the trace belongs to; None: in list order.
+    rollout: int | None = None
 
     @property
-    def has_error(self) -> bool:
+    def failed(self) -> bool:
+        """Verifiers judged the trace failed. A trace that recovered under retries keeps its
+        errors and is not failed; a worker of protocol 2.0 sends no verdict, and there a
+        recorded error was the verdict (Verifiers 0.2's ``has_error``)."""
+        if self.ok is not None:
+            return not self.ok
         return self.error is not None
+
+    @property
+    def rollout_failed(self) -> bool:
+        """The rollout cannot be trained: its trace or its episode failed."""
+        return self.failed or self.episode_error is not None
 
 
 # -- trace -> record (episode side) ---------------------------------------------------------------
@@ -187,4 +221,6 @@ def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -
             if usage is not None
             else None
         ),
+        # Verifiers 0.2's own verdict: it has no ok stamp and no retries.
+        ok=not trace.has_error,
     )

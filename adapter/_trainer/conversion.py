@@ -118,7 +118,7 @@ def trace_reward(
     rewards = {name: float(value) for name, value in trace.rewards.items()}
     rewards[TOTAL_REWARD_KEY] = total
     if reward_key not in rewards:
-        if trace.has_error:
+        if trace.failed:
             rewards[reward_key] = 0.0
         else:
             raise RewardKeyError(
@@ -132,9 +132,11 @@ def trace_reward(
 # Verifiers' stop conditions, as the worker's Verifiers names them, that end a clean trace
 # short of where it would have gone: Miles trains those as TRUNCATED. 0.2.0: the turn and token
 # caps, ``context_length`` (an overlong prompt) and ``harness_timeout``; 0.4.0 drops the last
-# two (an overlong prompt and a rollout timeout are errors there) and adds
-# ``compaction_failed``. An error stop (``error``, 0.4's ``<boundary>_error``) comes with the
-# trace's error: FAILED, or ABORTED for an engine abort. Any other clean stop
+# two (an overlong prompt is a provider error there) and adds ``compaction_failed``. A 0.4 agent
+# timeout is a stop, not a failure: the trace stays ok and is scored, and Verifiers stamps it
+# ``is_timeout``, which is read as such (TRUNCATED, the reason in the metadata). A trace
+# Verifiers judged failed (not ok; 0.2: an error recorded) is FAILED, or ABORTED for an engine
+# abort; a trace that recovered under retries is not failed. Any other clean stop
 # (``agent_completed``, an environment's own ``@stop`` such as ``user_done``) is COMPLETED,
 # unless its last turn hit the length limit (the worker's ``is_truncated`` says so).
 TRUNCATING_STOPS = frozenset(
@@ -151,12 +153,27 @@ TRUNCATING_STOPS = frozenset(
 
 
 def sample_status(trace: TraceRecord, status_enum: Any, is_abort: Callable[[Any], bool]) -> Any:
-    """ABORTED (engine abort) > FAILED (any other error) > TRUNCATED > COMPLETED."""
-    if trace.has_error:
+    """ABORTED (engine abort) > FAILED (any other failure) > TRUNCATED > COMPLETED."""
+    if trace.failed:
         return status_enum.ABORTED if is_abort(trace.error) else status_enum.FAILED
-    if trace.stop_condition in TRUNCATING_STOPS or trace.is_truncated:
+    if trace.is_timeout or trace.stop_condition in TRUNCATING_STOPS or trace.is_truncated:
         return status_enum.TRUNCATED
     return status_enum.COMPLETED
+
+
+def verdict_metadata(trace: TraceRecord) -> dict[str, Any]:
+    """What the sample says of Verifiers' verdicts: the error of a failed trace, a timeout,
+    and how many errors a recovered trace or episode kept from its retried attempts."""
+    info: dict[str, Any] = {}
+    if trace.failed and trace.error is not None:
+        info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
+    if trace.is_timeout:
+        info["timeout"] = True
+    if trace.recovered_errors:
+        info["recovered_errors"] = trace.recovered_errors
+    if trace.episode_recovered_errors:
+        info["episode_recovered_errors"] = trace.episode_recovered_errors
+    return info
 
 
 def _check_logprobs(trace_id: str, nodes: Sequence[NodeRecord]) -> None:
@@ -419,8 +436,7 @@ def _branch_sample(
         "num_turns": branch.num_turns,
         **branch_info,
     }
-    if trace.error is not None:
-        info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
+    info.update(verdict_metadata(trace))
     metadata: dict[str, Any] = {METADATA_KEY: info}
     if extra_metadata:
         metadata.update(extra_metadata)

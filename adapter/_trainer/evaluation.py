@@ -7,11 +7,15 @@ The result is Miles' eval shape, keyed by the environment id::
 with exactly one entry per rollout in all three lists, in task (load) order and rollout order:
 entry ``i`` of each list describes the same rollout, whatever happened to it.
 
-* A failing episode never fails the evaluation. A rollout whose trace recorded an error, whose
-  episode raised (a failing ``@group_reward``) or ran past its deadline, is an entry with
-  status ``FAILED`` (``ABORTED`` when the engine aborted its generation) and the error under
-  ``metadata["verifiers"]["error"]`` (or ``["episode_error"]``); it is counted in
-  ``eval/verifiers/failed_rollouts``, and its ``rewards`` entry is ``None``.
+* A failing episode never fails the evaluation. A rollout whose trace Verifiers judged failed,
+  or whose episode failed (0.2: the group's episode raised, e.g. a failing ``@group_reward``;
+  0.4: that rollout's own episode is not ok, e.g. its user simulator failed) or ran past its
+  deadline, is an entry with status ``FAILED`` (``ABORTED`` when the engine aborted its
+  generation) and the error under ``metadata["verifiers"]["error"]`` (or
+  ``["episode_error"]``); it is counted in ``eval/verifiers/failed_rollouts``, and its
+  ``rewards`` entry is ``None``. Each entry is judged by its own rollout's record: under 0.4 the
+  slots of a task are independent episodes, so one failing leaves the others' entries as they
+  are.
 * A rollout that committed no model turn (an *empty trace*, e.g. its first prompt did not fit)
   is still an entry: a ``Sample`` with no tokens (``tokens == []``, ``response_length == 0``,
   empty ``loss_mask``/``rollout_log_probs``), status ``TRUNCATED`` when Verifiers ended it as a
@@ -162,10 +166,11 @@ def group_entries(
     """One entry per requested rollout of one task (raises only for multi-branch traces under
     the ``reject`` branch policy; under ``siblings`` the entry holds the last trainable branch)."""
     n = setup.n_samples_per_eval_prompt
-    episode_error = None if run.ok else describe_error(run.error) if run.error else run.failure
+    group_error = None if run.ok else describe_error(run.error) if run.error else run.failure
+    by_rollout = rollout_traces(run.traces, n)
     entries: list[EvalEntry] = []
     for k in range(n):
-        trace = run.traces[k] if k < len(run.traces) else None
+        trace = by_rollout[k]
         index = position * n + k
         common = {
             "task": task,
@@ -176,12 +181,14 @@ def group_entries(
             "weight_version": weight_version,
         }
         if trace is None:
-            sample = empty_sample(setup.sample_cls, status="FAILED", error=episode_error, **common)
+            sample = empty_sample(setup.sample_cls, status="FAILED", error=group_error, **common)
             entries.append(EvalEntry(sample, None, failed=True, empty=True))
             continue
-        failed = trace.has_error or not run.ok
+        # Each rollout is judged by its own record: the other slots of its task do not count.
+        episode_error = describe_error(trace.episode_error) if trace.episode_error else None
+        failed = trace.rollout_failed
         # An engine abort stays ABORTED (not FAILED), so Miles' own abort checks see it.
-        aborted = trace.has_error and looks_like_engine_abort(trace.error)
+        aborted = trace.failed and looks_like_engine_abort(trace.error)
         failure = "ABORTED" if aborted else "FAILED"
         try:
             sample = trace_to_sample(
@@ -220,6 +227,17 @@ def group_entries(
     return entries
 
 
+def rollout_traces(traces: Sequence[TraceRecord], n: int) -> list[TraceRecord | None]:
+    """The record of each of a group's ``n`` rollouts (None where a rollout has none): by the
+    rollout each record names, else by its place in the list."""
+    found: list[TraceRecord | None] = [None] * n
+    for position, trace in enumerate(traces):
+        k = trace.rollout if trace.rollout is not None else position
+        if 0 <= k < n and found[k] is None:
+            found[k] = trace
+    return found
+
+
 def _eval_reward(
     trace: TraceRecord, reward_key: str | None, *, strict: bool
 ) -> float | dict[str, float]:
@@ -255,7 +273,8 @@ async def evaluate(
             scored = [e.sample for e in entries if not e.empty]
             if setup.hooks.reward_model is not None and scored:
                 await setup.hooks.reward_model.apply(args, scored, evaluation=True)
-            return result.ok, entries
+            episodes_ok = result.ok and not any(t.episode_error for t in result.traces)
+            return episodes_ok, entries
 
         return run
 

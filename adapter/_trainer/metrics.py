@@ -25,8 +25,8 @@ EVAL_PREFIX = "eval/"
 DROP_PREFIX = "rollout/dynamic_filter/drop_"
 
 # Drop reasons the rollout function itself assigns (filters add their own).
-DROP_EPISODE_ERROR = "episode_error"  # episode.run raised (e.g. a failing @group_reward)
-DROP_TRACE_ERROR = "trace_error"  # a trace of the group recorded an error
+DROP_EPISODE_ERROR = "episode_error"  # an episode failed as a whole (0.4: episode not ok)
+DROP_TRACE_ERROR = "trace_error"  # Verifiers judged a trace of the group failed
 DROP_EMPTY_TRACE = "empty_trace"  # a trace committed no model turn (no branch)
 DROP_ABORTED = "aborted"  # the engine aborted a request of the group
 DROP_ENGINE_CONTRACT = "engine_contract"  # the engine answered a request of the group with garbage
@@ -46,6 +46,11 @@ SAMPLE_REWARD_MEAN = "sample_reward_mean"
 RESPONSE_LENGTH_MEAN = "response_length_mean"
 LOSS_TOKENS_MEAN = "loss_tokens_mean"
 ABORTED_RATE = "aborted_rate"
+# Verifiers 0.4's own verdicts: agent timeouts (a stop, trained as TRUNCATED) and the errors
+# that traces and episodes recovered from under retries (a count over the call's traces).
+TIMEOUT_RATE = "timeout_rate"
+RECOVERED_ERRORS = "recovered_errors"
+EPISODE_RECOVERED_ERRORS = "episode_recovered_errors"
 GROUPS_DISPATCHED = "groups_dispatched"
 GROUPS_ACCEPTED = "groups_accepted"
 GROUPS_DROPPED = "groups_dropped"
@@ -62,25 +67,31 @@ class TraceSummary:
     """The few numbers metrics need from one verifiers trace."""
 
     reward: float
-    has_error: bool
+    failed: bool
     is_truncated: bool
     num_turns: int
     response_tokens: int
     total_tokens: int
     rewards: Mapping[str, float] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
+    is_timeout: bool = False
+    recovered_errors: int = 0
+    episode_recovered_errors: int = 0
 
 
 def summarize_trace(trace: TraceRecord) -> TraceSummary:
     return TraceSummary(
         reward=float(trace.reward),
-        has_error=trace.error is not None,
+        failed=trace.failed,
         is_truncated=bool(trace.is_truncated),
         num_turns=int(trace.num_turns),
         response_tokens=int(trace.num_output_tokens),
         total_tokens=int(trace.num_total_tokens),
         rewards=dict(trace.rewards),
         metrics=dict(trace.metrics),
+        is_timeout=trace.is_timeout,
+        recovered_errors=trace.recovered_errors,
+        episode_recovered_errors=trace.episode_recovered_errors,
     )
 
 
@@ -97,8 +108,13 @@ def trace_metrics(
     return {
         f"{prefix}{NUM_TRACES}": float(len(summaries)),
         f"{prefix}{REWARD_MEAN}": _mean([s.reward for s in summaries]),
-        f"{prefix}{ERROR_RATE}": _mean([float(s.has_error) for s in summaries]),
+        f"{prefix}{ERROR_RATE}": _mean([float(s.failed) for s in summaries]),
         f"{prefix}{TRUNCATED_RATE}": _mean([float(s.is_truncated) for s in summaries]),
+        f"{prefix}{TIMEOUT_RATE}": _mean([float(s.is_timeout) for s in summaries]),
+        f"{prefix}{RECOVERED_ERRORS}": float(sum(s.recovered_errors for s in summaries)),
+        f"{prefix}{EPISODE_RECOVERED_ERRORS}": float(
+            sum(s.episode_recovered_errors for s in summaries)
+        ),
         f"{prefix}{NUM_TURNS_MEAN}": _mean([float(s.num_turns) for s in summaries]),
         f"{prefix}{NUM_TURNS_MAX}": float(max(s.num_turns for s in summaries)),
         f"{prefix}{RESPONSE_TOKENS_MEAN}": _mean([float(s.response_tokens) for s in summaries]),

@@ -117,9 +117,12 @@ class ReplacementBudgetError(DispatchBudgetError):
 
 
 _REASON_HINTS: dict[str, str] = {
-    DROP_EPISODE_ERROR: "the episode itself raised (verifiers lets a failing @group_reward or "
-    "task code escape episode.run)",
-    DROP_EPISODE_TIMEOUT: "episodes ran past the adapter's episode deadline",
+    DROP_EPISODE_ERROR: "episodes failed as a whole (Verifiers 0.2: a failing @group_reward or "
+    "task code escaped episode.run; 0.4: Verifiers judged the episode not ok, because a seat "
+    "such as a user simulator or judge failed, Env.run or Env.finalize raised, or a reward "
+    "was left unscored)",
+    DROP_EPISODE_TIMEOUT: "episodes ran past a deadline (the adapter's episode deadline, or "
+    "Verifiers 0.4's own [timeout] for Env.run / Env.finalize)",
     DROP_TRACE_ERROR: "rollouts recorded errors (harness, tools, user simulator, rewards or "
     "model calls)",
     DROP_ABORTED: "the engine aborted model requests",
@@ -237,7 +240,13 @@ async def judge_group(
             else DROP_EPISODE_ERROR
         )
         return _drop(offset, reason, run, describe_error(run.error) if run.error else None)
-    errored = [t for t in run.traces if t.has_error]
+    # Verifiers' episode verdict first: a failed seat (a user simulator, a judge), an env hook
+    # or a deadline fails the episode even where the trainable trace itself is ok.
+    judged = [t.episode_error for t in run.traces if t.episode_error is not None]
+    if judged:
+        reason = DROP_EPISODE_TIMEOUT if judged[0].timeout else DROP_EPISODE_ERROR
+        return _drop(offset, reason, run, describe_error(judged[0]))
+    errored = [t for t in run.traces if t.failed]
     for trace in errored:
         if is_unsupported_request(trace.error):
             raise UnsupportedRequestRunError(trace.error.message)

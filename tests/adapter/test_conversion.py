@@ -9,7 +9,7 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers._contract import Sample
-from miles_verifiers._seam.records import trace_record
+from miles_verifiers._seam.records import ErrorRecord, trace_record
 from miles_verifiers._trainer.conversion import (
     MissingLogprobsError,
     MultipleBranchesError,
@@ -296,6 +296,35 @@ def test_a_clean_stop_that_is_not_a_limit_is_completed(single_turn_trace, stop):
         update={"stop_condition": stop, "is_truncated": False}
     )
     assert trace_to_sample(record, group_index=0, index=0).status is Sample.Status.COMPLETED
+
+
+def test_an_agent_timeout_verifiers_kept_ok_is_truncated_not_completed(single_turn_trace):
+    record = trace_record(single_turn_trace).model_copy(
+        update={"stop_condition": "agent_timeout", "is_timeout": True, "ok": True}
+    )
+    sample = trace_to_sample(record, group_index=0, index=0)
+    assert sample.status is Sample.Status.TRUNCATED
+    assert sample.metadata["verifiers"]["timeout"] is True
+
+
+def test_a_trace_verifiers_judged_ok_is_not_failed_whatever_errors_it_kept(single_turn_trace):
+    # Verifiers 0.4 keeps a retried attempt's errors on the trace it then stamps ok.
+    recovered = trace_record(single_turn_trace).model_copy(
+        update={
+            "ok": True,
+            "error": ErrorRecord(type="HarnessError", message="first attempt"),
+            "recovered_errors": 1,
+        }
+    )
+    sample = trace_to_sample(recovered, group_index=0, index=0)
+    assert sample.status is Sample.Status.COMPLETED
+    assert sample.metadata["verifiers"]["recovered_errors"] == 1
+    assert "error" not in sample.metadata["verifiers"]
+
+
+def test_a_trace_verifiers_judged_not_ok_is_failed_even_without_an_error(single_turn_trace):
+    record = trace_record(single_turn_trace).model_copy(update={"ok": False})
+    assert trace_to_sample(record, group_index=0, index=0).status is Sample.Status.FAILED
 
 
 def test_length_finish_is_truncated(task_data, build_trace):

@@ -32,7 +32,7 @@ def test_trace_summary_reads_a_real_trace(two_turn_trace):
     s = summarize_trace(record)
     assert s == TraceSummary(
         reward=1.0,
-        has_error=False,
+        failed=False,
         is_truncated=False,
         num_turns=2,
         response_tokens=4,
@@ -76,6 +76,17 @@ def test_each_reward_and_metric_name_gets_its_mean_over_the_traces_that_carry_it
     assert metrics["verifiers/reward/correct"] == 0.5
     assert metrics["verifiers/reward/well_formed"] == 1.0
     assert metrics["verifiers/metric/judged"] == 1.0
+
+
+def test_recovered_errors_and_timeouts_are_counted_from_verifiers_verdicts():
+    recovered = TraceSummary(1.0, False, False, 1, 1, 1, recovered_errors=2)
+    retried_episode = TraceSummary(1.0, False, False, 1, 1, 1, episode_recovered_errors=1)
+    timed_out = TraceSummary(0.0, False, False, 1, 1, 1, is_timeout=True)
+    metrics = trace_metrics([recovered, retried_episode, timed_out])
+    assert metrics["verifiers/recovered_errors"] == 2.0
+    assert metrics["verifiers/episode_recovered_errors"] == 1.0
+    assert metrics["verifiers/timeout_rate"] == 1 / 3
+    assert metrics["verifiers/error_rate"] == 0.0
 
 
 def test_no_traces_give_no_metrics():

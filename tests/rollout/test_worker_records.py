@@ -98,7 +98,7 @@ def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entr
     runs, prefix_cache = real_groups(fn, miles_loop, 1)
     engine.reset()
     real = runs[0]
-    assert any(t.has_error for t in real.traces)
+    assert any(t.failed for t in real.traces)
     sent = GroupRun(tuple(through_the_wire(t) for t in real.traces))
     task = fn._run.eval.tasks[0]
 

@@ -20,6 +20,7 @@ from miles_verifiers._episodes.episodes04 import (
     UNSCORED_ERROR,
     Generation04,
     judge_episodes,
+    run_slots,
 )
 from miles_verifiers._episodes.records04 import NOT_OK_ERROR, trace_record04
 from miles_verifiers._episodes.upstream04 import CallEndedError, TransportLoans, _hooked
@@ -63,6 +64,7 @@ def trace(
     agent: str = "agent",
     trainable: bool = True,
     trace_id: str = "t0",
+    is_timeout: bool = False,
 ) -> Any:
     prompt = node([1, 2, 3], [False, False, False], [])
     reply = node([4, 5], [True, True], [-0.5, -0.25])
@@ -82,9 +84,10 @@ def trace(
         stop_condition="agent_completed" if ok else "provider_error",
         is_truncated=False,
         last_reply="<answer>7</answer>",
+        errors=errors,
         last_error=errors[-1] if errors else None,
         ok=ok,
-        is_timeout=False,
+        is_timeout=is_timeout,
         agent=SimpleNamespace(name=agent, trainable=trainable),
     )
 
@@ -93,9 +96,13 @@ def error(kind: str = "ProviderError", message: str = "boom") -> Any:
     return SimpleNamespace(type=kind, message=message, traceback=None)
 
 
-def episode(*traces: Any, errors: list[Any] | None = None, is_timeout: bool = False) -> Any:
+def episode(
+    *traces: Any, ok: bool = True, errors: list[Any] | None = None, is_timeout: bool = False
+) -> Any:
+    """An episode with Verifiers' stamps as given (the test says what Verifiers decided)."""
     return SimpleNamespace(
         traces=list(traces),
+        ok=ok,
         errors=errors or [],
         is_timeout=is_timeout,
         task=SimpleNamespace(data=SimpleNamespace(idx=3)),
@@ -158,20 +165,20 @@ def test_a_0_4_trace_becomes_the_record_the_trainer_reads():
     assert only.num_turns == 1  # sampled nodes (0.4 has no Branch.num_turns)
     assert record.rewards == {"correct": 1.0} and record.reward == 2.0
     assert record.metrics == {"answered": 1.0}  # unscored metrics are left out
-    assert (record.agent_name, record.agent_trainable, record.status) == ("agent", True, "ok")
+    assert (record.agent_name, record.agent_trainable, record.ok) == ("agent", True, True)
     assert record.error is None and record.unscored == []
 
 
 def test_the_record_survives_the_protocol_as_the_trainer_reads_it():
     record = TraceRecord.model_validate_json(trace_record04(trace()).model_dump_json())
     assert record.branches[0].sampled_mask == [False, False, False, True, True]
-    assert not record.has_error and record.reward == 2.0
+    assert not record.failed and record.reward == 2.0
 
 
 def test_a_trace_not_ok_without_an_error_still_carries_one():
     record = trace_record04(trace(ok=False))
     assert record.error is not None and record.error.type == NOT_OK_ERROR
-    assert record.status == "error"
+    assert record.failed
 
 
 def test_a_recorded_error_is_the_latest_one():
@@ -224,28 +231,122 @@ def test_a_rollout_with_no_trainable_trace_fails_its_group_by_name():
     assert not is_unsupported_request(run.error)
 
 
-def test_a_clean_trace_with_an_unscored_reward_fails_the_group_by_name():
+def test_a_clean_trace_with_an_unscored_reward_carries_its_rollouts_failure_by_name():
     run = judge_episodes([episode(trace(rewards={"correct": None}))])
-    assert run.failure == "episode_error"
-    assert run.error is not None and run.error.type == UNSCORED_ERROR
+    [record] = run.traces
+    assert record.episode_error is not None and record.episode_error.type == UNSCORED_ERROR
 
 
 def test_an_errored_trace_with_unscored_rewards_is_left_to_the_trace_error_drop():
     failed = trace(ok=False, rewards={"correct": None}, errors=[error()])
-    run = judge_episodes([episode(failed)])
-    assert run.failure is None and run.traces[0].error is not None
+    run = judge_episodes([episode(failed, ok=False)])
+    [record] = run.traces
+    assert run.failure is None and record.failed and record.episode_error is None
 
 
-def test_an_episode_hook_failure_fails_the_group_with_its_error():
-    run = judge_episodes([episode(trace(), errors=[error("EnvError", "finalize raised")])])
-    assert run.failure == "episode_error"
-    assert run.error is not None and run.error.type == EPISODE_ERROR
-    assert "finalize raised" in run.error.message
+def test_an_episode_hook_failure_is_its_rollouts_episode_error():
+    hook = error("EnvError", "finalize raised")
+    run = judge_episodes([episode(trace(), ok=False, errors=[hook])])
+    [record] = run.traces
+    assert record.episode_error is not None and record.episode_error.type == EPISODE_ERROR
+    assert "finalize raised" in record.episode_error.message
 
 
-def test_an_episode_past_its_deadline_is_an_episode_timeout():
-    run = judge_episodes([episode(trace(), errors=[error("TimeoutError")], is_timeout=True)])
-    assert run.failure == "episode_timeout"
+def test_an_episode_past_its_own_deadline_is_a_timeout():
+    timeout = error("TimeoutError")
+    run = judge_episodes([episode(trace(), ok=False, errors=[timeout], is_timeout=True)])
+    [record] = run.traces
+    assert record.episode_error is not None and record.episode_error.timeout
+
+
+# -- Verifiers' verdicts, read and not inferred --------------------------------------------------
+
+
+def test_a_trace_that_recovered_under_retries_is_ok_and_counts_its_errors():
+    recovered = trace(errors=[error("HarnessError", "attempt 1"), error("HarnessError", "2")])
+    record = trace_record04(recovered)
+    assert not record.failed and record.recovered_errors == 2
+
+
+def test_a_recovered_trace_trains():
+    recovered = trace(errors=[error("HarnessError", "attempt 1")])
+    run = judge_episodes([episode(recovered, errors=[])])
+    [record] = run.traces
+    assert run.failure is None and not record.rollout_failed
+
+
+def test_an_episode_that_recovered_under_retries_trains_and_counts_its_errors():
+    run = judge_episodes([episode(trace(), ok=True, errors=[error("EnvError", "first try")])])
+    [record] = run.traces
+    assert record.episode_error is None and record.episode_recovered_errors == 1
+
+
+def test_a_failed_untrainable_seat_fails_the_episode_naming_the_seat():
+    simulator = trace(agent="quiz_master", trainable=False, ok=False, errors=[error("Crash", "x")])
+    run = judge_episodes([episode(simulator, trace(agent="assistant"), ok=False)])
+    [record] = run.traces
+    assert not record.failed  # the trainable trace itself closed normally
+    assert record.episode_error is not None and record.episode_error.seat == "quiz_master"
+    assert (
+        "quiz_master" in record.episode_error.message and "Crash: x" in record.episode_error.message
+    )
+
+
+def test_an_episode_not_ok_is_failed_even_with_no_error_recorded():
+    run = judge_episodes([episode(trace(), ok=False)])
+    [record] = run.traces
+    assert record.episode_error is not None
+
+
+def test_a_timed_out_agent_stays_ok_and_is_marked_a_timeout():
+    record = trace_record04(trace(is_timeout=True))
+    assert not record.failed and record.is_timeout
+
+
+def test_each_slot_carries_only_its_own_episodes_verdict():
+    simulator = trace(agent="quiz_master", trainable=False, ok=False, errors=[error()])
+    failing = episode(simulator, trace(trace_id="a"), ok=False)
+    healthy = episode(trace(trace_id="b"))
+    run = judge_episodes([failing, healthy])
+    first, second = run.traces
+    assert (first.rollout, second.rollout) == (0, 1)
+    assert first.episode_error is not None and second.episode_error is None
+
+
+def test_a_failed_seat_drops_the_training_group_as_an_episode_error_naming_the_seat():
+    simulator = trace(agent="quiz_master", trainable=False, ok=False, errors=[error("Crash", "x")])
+    run = judge_episodes([episode(simulator, trace(agent="assistant"), ok=False)])
+    relayed = group_run(GroupResult(traces=list(run.traces), failure=run.failure, error=run.error))
+
+    judged = asyncio.run(judge_group(relayed, 0, SimpleNamespace(), None, None))
+
+    assert judged.reason == "episode_error"
+    assert judged.example_error is not None and "quiz_master" in judged.example_error
+
+
+class _SlotsEnv:
+    """An environment whose slot 0 finishes at once and whose slot 1 never does."""
+
+    def slots(self, task: Any, n: int) -> list[Any]:
+        return [SimpleNamespace(traces=[]) for _ in range(n)]
+
+    async def run_slot(self, slot: Any, context: Any, semaphore: Any) -> Any:
+        if context == "slow":
+            slot.traces.append(trace(trace_id="late"))
+            await asyncio.sleep(3600)
+        return episode(trace(trace_id="fast"))
+
+
+def test_a_slot_past_the_deadline_times_out_alone():
+    task = SimpleNamespace(data=SimpleNamespace(idx=3))
+
+    run = asyncio.run(
+        run_slots(_SlotsEnv(), task, ["fast", "slow"], semaphore=None, deadline_s=0.2)
+    )
+
+    fast, late = run.traces
+    assert (fast.id, fast.episode_error) == ("fast", None)
+    assert late.id == "late" and late.episode_error is not None and late.episode_error.timeout
 
 
 # -- the transport loan -------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""Evaluation entries are judged rollout by rollout, from each rollout's own trace record."""
+
+from __future__ import annotations
+
+import pytest
+
+from miles_verifiers._contract import Sample
+from miles_verifiers._episodes.calls import GroupRun
+from miles_verifiers._seam.records import (
+    EpisodeErrorRecord,
+    ErrorRecord,
+    TraceRecord,
+    trace_record,
+)
+from miles_verifiers._trainer.evaluation import EvalSetup, group_entries
+from miles_verifiers._trainer.hooks import MilesHooks
+
+
+@pytest.fixture
+def record(single_turn_trace) -> TraceRecord:
+    return trace_record(single_turn_trace)
+
+
+def setup_for(record: TraceRecord, n: int) -> EvalSetup:
+    return EvalSetup(
+        tasks=[record.task],
+        n_samples_per_eval_prompt=n,
+        reward_key=None,
+        episode_deadline_s=60.0,
+        max_groups_in_flight=1,
+        env_id="env",
+        hooks=MilesHooks(),
+        sample_cls=Sample,
+    )
+
+
+def entries_of(records: list[TraceRecord], n: int, **run: object) -> list:
+    return group_entries(
+        GroupRun(tuple(records), **run), records[0].task, 0, setup_for(records[0], n), None
+    )
+
+
+def at(record: TraceRecord, rollout: int, **update: object) -> TraceRecord:
+    return record.model_copy(update={"rollout": rollout, "id": f"t{rollout}", **update})
+
+
+SEAT_FAILED = EpisodeErrorRecord(type="EpisodeError", message="seat 'judge' failed", seat="judge")
+
+
+def test_a_rollout_whose_episode_failed_fails_its_own_entry_only(record):
+    entries = entries_of([at(record, 0, episode_error=SEAT_FAILED), at(record, 1)], 2)
+
+    assert [e.failed for e in entries] == [True, False]
+    assert entries[0].sample.status is Sample.Status.FAILED
+    assert "judge" in entries[0].sample.metadata["verifiers"]["episode_error"]
+    assert entries[1].sample.status is Sample.Status.COMPLETED
+    assert entries[1].sample.reward == record.reward
+
+
+def test_a_failed_rollout_before_a_healthy_one_leaves_it_its_trace(record):
+    failed = at(record, 0, ok=False, error=ErrorRecord(type="HarnessError", message="exit 3"))
+
+    entries = entries_of([failed, at(record, 1)], 2)
+
+    assert not entries[1].empty and entries[1].trace is not None
+    assert entries[1].trace.id == "t1"
+
+
+def test_entries_follow_the_rollout_each_record_names(record):
+    entries = entries_of([at(record, 1), at(record, 0, episode_error=SEAT_FAILED)], 2)
+
+    assert [e.trace.id for e in entries] == ["t0", "t1"]
+    assert [e.failed for e in entries] == [True, False]
+
+
+def test_a_rollout_with_no_record_is_failed_with_the_groups_error(record):
+    error = EpisodeErrorRecord(type="TrainableTraceCountError", message="no trainable trace")
+    entries = entries_of([at(record, 0)], 2, failure="episode_error", error=error)
+
+    assert [e.failed for e in entries] == [False, True]
+    assert entries[1].empty and entries[1].sample.status is Sample.Status.FAILED
+
+
+def test_a_recovered_rollout_is_a_healthy_entry(record):
+    recovered = at(
+        record,
+        0,
+        ok=True,
+        error=ErrorRecord(type="HarnessError", message="retried"),
+        recovered_errors=1,
+    )
+
+    [entry] = entries_of([recovered], 1)
+
+    assert not entry.failed and entry.sample.status is Sample.Status.COMPLETED
