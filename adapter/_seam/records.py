@@ -128,9 +128,14 @@ class TraceRecord(_Record):
         return self.error is not None
 
     @property
+    def episode_failed(self) -> bool:
+        """Verifiers judged the trace's episode not ok (a failed seat, hook or deadline)."""
+        return self.episode_error is not None
+
+    @property
     def rollout_failed(self) -> bool:
         """The rollout cannot be trained: its trace or its episode failed."""
-        return self.failed or self.episode_error is not None
+        return self.failed or self.episode_failed
 
 
 # -- trace -> record (episode side) ---------------------------------------------------------------

@@ -63,6 +63,7 @@ from miles_verifiers._trainer.metrics import (
     trace_metrics,
     with_eval_prefix,
 )
+from miles_verifiers._trainer.training import UnsupportedRequestRunError
 
 logger = logging.getLogger(__name__)
 
@@ -262,6 +263,10 @@ async def evaluate(
         async def run() -> tuple[bool, list[EvalEntry]]:
             # Evaluation runs the tasks in load order: a task's slot is its index.
             result = await runner.run(position, position)
+            if not result.ok and is_unsupported_request(result.error):
+                # Every episode would do the same (e.g. several trainable traces per rollout):
+                # stop, as training does, instead of filling the entries with the refusal.
+                raise UnsupportedRequestRunError(str(result.error))
             entries = group_entries(
                 result,
                 task,

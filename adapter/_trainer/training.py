@@ -242,7 +242,7 @@ async def judge_group(
         return _drop(offset, reason, run, describe_error(run.error) if run.error else None)
     # Verifiers' episode verdict first: a failed seat (a user simulator, a judge), an env hook
     # or a deadline fails the episode even where the trainable trace itself is ok.
-    judged = [t.episode_error for t in run.traces if t.episode_error is not None]
+    judged = [t.episode_error for t in run.traces if t.episode_failed and t.episode_error]
     if judged:
         reason = DROP_EPISODE_TIMEOUT if judged[0].timeout else DROP_EPISODE_ERROR
         return _drop(offset, reason, run, describe_error(judged[0]))

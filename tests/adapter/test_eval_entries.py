@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
 from miles_verifiers._contract import Sample
 from miles_verifiers._episodes.calls import GroupRun
+from miles_verifiers._errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
 from miles_verifiers._seam.records import (
     EpisodeErrorRecord,
     ErrorRecord,
     TraceRecord,
     trace_record,
 )
-from miles_verifiers._trainer.evaluation import EvalSetup, group_entries
+from miles_verifiers._trainer.evaluation import EvalSetup, evaluate, group_entries
 from miles_verifiers._trainer.hooks import MilesHooks
+from miles_verifiers._trainer.training import UnsupportedRequestRunError
 
 
 @pytest.fixture
@@ -93,3 +98,27 @@ def test_a_recovered_rollout_is_a_healthy_entry(record):
     [entry] = entries_of([recovered], 1)
 
     assert not entry.failed and entry.sample.status is Sample.Status.COMPLETED
+
+
+class _RefusingRunner:
+    """Every group comes back refused as a request the token path cannot serve."""
+
+    async def run(self, slot: int, task_index: int) -> GroupRun:
+        message = tag_with_code(UNSUPPORTED_REQUEST_CODE, "rollout 0 yielded 2 trainable traces")
+        error = EpisodeErrorRecord(type="TrainableTraceCountError", message=message)
+        return GroupRun((), "episode_error", error)
+
+    def prefix_cache(self, trace_id: str) -> None:
+        return None
+
+
+def test_a_refusal_every_episode_would_repeat_stops_the_evaluation(record):
+    scope = SimpleNamespace(spawn=asyncio.ensure_future)
+
+    async def run() -> None:
+        await evaluate(
+            scope, setup_for(record, 2), None, weight_version=None, runner=_RefusingRunner()
+        )
+
+    with pytest.raises(UnsupportedRequestRunError, match="2 trainable traces"):
+        asyncio.run(run())
