@@ -2,9 +2,10 @@
 
 0.4 loads the 0.4 way: the TOML becomes the environment's own config class
 (``resolve_env_config``), and ``load_environment`` builds the ``Env`` (``SingleAgentEnv`` for a
-plain taskset). What the worker cannot run yet is refused here, at construction, with the field
-to change: a runtime that is not local (0.4's default is a remote sandbox), an unbounded
-taskset, and a config Verifiers itself refuses.
+plain taskset). The file may also be the one ``vf-eval`` reads, with the environment under
+``[env]`` (see :mod:`.config04_shape`). What the worker cannot run yet is refused here, at
+construction, with the field to change: a runtime that is not local (0.4's default is a remote
+sandbox), an unbounded taskset, and a config Verifiers itself refuses.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers._episodes.config import CONFIG_ENV_VAR, ConfigError, parse_config_text
+from miles_verifiers._episodes.config04_shape import Shaped, refusal04, shape04, table
 from miles_verifiers._seam.protocol import (
     DescribeRequest,
     Description,
@@ -34,35 +36,29 @@ class Loaded04:
     config: Any
     environment: Any
     tasks: tuple[Any, ...]
+    # What loading set aside (a vf-eval file's run settings), one note each.
+    notes: tuple[str, ...] = ()
 
 
-def _validation_lines(error: Exception) -> str:
-    errors = getattr(error, "errors", None)
-    if not callable(errors):
-        return str(error)
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors()
-    )
+def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
+    """The environment's config, validated by Verifiers 0.4, from a file in either shape (a
+    vf-eval file's run settings set aside, see :mod:`.config04_shape`); on refusal, each of
+    Verifiers' complaints with the table as written and its own fix."""
+    import verifiers.v1 as vf
+
+    shaped = shape04(data, path)
+    try:
+        return vf.resolve_env_config(shaped.data), shaped
+    except Exception as error:  # pydantic's ValidationError, or a plugin that cannot load
+        raise refusal04(error, shaped.data, path, shaped.prefix) from error
 
 
 def resolve_config04(data: dict[str, Any], path: Path) -> Any:
-    """The environment's config, validated by Verifiers 0.4 (its error, named, on refusal)."""
-    import verifiers.v1 as vf
-
-    try:
-        return vf.resolve_env_config(data)
-    except Exception as error:  # pydantic's ValidationError, or a plugin that cannot load
-        raise ConfigError(
-            f"{CONFIG_ENV_VAR} file {path} is not a valid Verifiers 0.4 environment config: "
-            f"{_validation_lines(error)}.",
-            field=CONFIG_ENV_VAR,
-            fix="write it in the 0.4 shape: run caps (max_turns, timeouts) and the harness "
-            "under [agent] (see fixtures/configs/v04/mv_arith.toml), and install the "
-            "taskset package where the episodes run.",
-        ) from error
+    """The environment's config, validated by Verifiers 0.4 (see :func:`read_config04`)."""
+    return read_config04(data, path)[0]
 
 
-def check_local_runtimes(config: Any, path: Path) -> None:
+def check_local_runtimes(config: Any, path: Path, prefix: tuple[str, ...] = ()) -> None:
     """Refuse a seat whose runtime is remote: training episodes run on this machine.
 
     The worker's own guard at setup; construction refuses the same (and remote tool server
@@ -74,12 +70,13 @@ def check_local_runtimes(config: Any, path: Path) -> None:
     for seat, spec in agent_config_fields(config).items():
         if not runtime_is_local(spec.runtime):
             kind = getattr(spec.runtime, "type", type(spec.runtime).__name__)
+            runtime = table(prefix, seat, "runtime")
             raise ConfigError(
                 f"{CONFIG_ENV_VAR} file {path}: the {seat!r} seat runs in the {kind!r} runtime, "
-                "a remote sandbox (Verifiers 0.4's default when [agent.runtime] is not set); "
+                f"a remote sandbox (Verifiers 0.4's default when {runtime} is not set); "
                 "the Miles episode worker runs local runtimes only.",
-                field=f"[{seat}.runtime] type",
-                fix=f'set [{seat}.runtime] type = "subprocess" (or a local container runtime).',
+                field=f"{runtime} type",
+                fix=f'set {runtime} type = "subprocess" (or a local container runtime).',
             )
 
 
@@ -225,17 +222,18 @@ def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -
     import verifiers.v1 as vf
 
     path = Path(config_path)
-    config = resolve_config04(parse_config_text(config_text, path), path)
+    config, shaped = read_config04(parse_config_text(config_text, path), path)
     if check_runtimes:
-        check_local_runtimes(config, path)
+        check_local_runtimes(config, path, shaped.prefix)
     environment = vf.load_environment(config)
     taskset = environment.taskset
     if not taskset.bounded:
         raise ConfigError(
             f"{CONFIG_ENV_VAR} file {path}: the taskset {config.taskset.id!r} is infinite; "
             "Miles' rollout order, epochs and resume need a fixed task table.",
-            field="[taskset]",
-            fix="use a bounded taskset: set the taskset's own size option in [taskset] where "
+            field=table(shaped.prefix, "taskset"),
+            fix="use a bounded taskset: set the taskset's own size option in "
+            f"{table(shaped.prefix, 'taskset')} where "
             "it has one (the fixtures' num_tasks), or install a taskset package whose load() "
             "yields a finite list (say, the first N tasks of this one). Verifiers' --select "
             "options (include.idx ranges, limit) belong to its eval CLI: an environment "
@@ -245,10 +243,11 @@ def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -
     if not tasks:
         raise ConfigError(
             f"{CONFIG_ENV_VAR} file {path}: the taskset {config.taskset.id!r} has no tasks.",
-            field="[taskset]",
-            fix="check the taskset's options (num_tasks, split, filters).",
+            field=table(shaped.prefix, "taskset"),
+            fix=f"check the options in {table(shaped.prefix, 'taskset')} (num_tasks, split, "
+            "filters).",
         )
-    return Loaded04(config, environment, tasks)
+    return Loaded04(config, environment, tasks, shaped.notes)
 
 
 def renderer_config04(identity: str | None) -> Any:
@@ -333,4 +332,5 @@ def describe04(request: DescribeRequest) -> Description:
         env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
         seats=describe_seats04(loaded.environment, loaded.config),
         service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
+        config_notes=list(loaded.notes),
     )

@@ -73,6 +73,13 @@ def _environment_settings() -> tuple[Any, list[CheckProblem]]:
         return AdapterSettings.model_construct(), [CheckProblem("settings", str(error), error)]
 
 
+def _config_notes(products: Mapping[str, Any]) -> tuple[str, ...]:
+    """What loading the config set aside (a vf-eval file's run settings), as the describe
+    step reported it; construction warns with the same lines."""
+    described = products.get("description")
+    return tuple(getattr(described, "config_notes", None) or ())
+
+
 def check_construction(
     args: argparse.Namespace,
     construct: Callable[[argparse.Namespace], Any],
@@ -99,7 +106,7 @@ def check_construction(
         del given["environ"]  # no config to load: the stages reading it are skipped
     found = construction.survey(given)
     problems += [CheckProblem(p.stage, p.problem, p.error) for p in found.problems]
-    warnings = tuple(found.products.get("warnings", ()))
+    warnings = tuple(found.products.get("warnings", ())) + _config_notes(found.products)
     if problems:
         return CheckReport(tuple(problems), None, warnings)
 

@@ -220,6 +220,9 @@ class Description(_Message):
     env_type: str | None = None
     seats: list[SeatDescription] | None = None
     service_runtimes: list[ServiceRuntimeDescription] = Field(default_factory=list)
+    # What loading the config set aside, one sentence each (a vf-eval file's run keys, which
+    # Miles' flags decide); the trainer warns with them.
+    config_notes: list[str] = Field(default_factory=list)
 
 
 class Refused(_Message):

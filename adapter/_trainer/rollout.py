@@ -228,6 +228,8 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     options: MilesOptions = made["options"]
     hooks: MilesHooks = made["hooks"]
     description: Description = made["description"]
+    for note in getattr(description, "config_notes", None) or ():
+        logger.warning("%s", note)  # what loading the config set aside (vf-eval run keys)
     _log_versions(description, settings)
     in_process = None
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
