@@ -55,6 +55,9 @@ CLAUSES: Final = MappingProxyType(
         "error naming the path.",
         "CFG-3": "A @group_reward taskset with --n-samples-per-prompt < 2 is a construction error "
         "naming --n-samples-per-prompt.",
+        "CFG-4": "A Verifiers 0.4 seat pin Miles cannot train faithfully is a construction error "
+        "naming its TOML key: a trainable seat's [<seat>.sampling] value other than Miles' "
+        "(naming the flag too), or a seat's model pin without a client.",
         # Train output.
         "TRN-1": "A train call returns exactly --rollout-batch-size groups of "
         "--n-samples-per-prompt rollouts (a sample, or a list of one rollout's branch "

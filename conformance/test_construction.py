@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,12 @@ from hypothesis import strategies as st
 from miles_verifiers_conformance.budget import budget
 from miles_verifiers_conformance.miles_side import miles_args, point_at_engine
 from miles_verifiers_conformance.verdicts import ClauseBook
-from miles_verifiers_conformance.world import LegacyRolloutFn, MilesWorld, write_config
+from miles_verifiers_conformance.world import (
+    LegacyRolloutFn,
+    MilesWorld,
+    require_taskset,
+    write_config,
+)
 
 # Each unsupported Miles option: the flag the error must name, the attribute and a value
 # that turns it on. Prompt-data loading is on unless --disable-rollout-global-dataset is passed.
@@ -188,9 +194,46 @@ def test_group_reward_taskset_needs_two_samples_per_prompt(
     world: MilesWorld, workdir: Path
 ) -> None:
     args = miles_args(n_samples_per_prompt=1)
+    config = write_config(workdir, "mv_group", taskset={"num_tasks": 4})
+    if taskset_of(config) == "mv-group04":
+        pytest.skip(
+            "@group_reward is gone since Verifiers 0.3: a 0.4 episode is judged on its own by "
+            "Env.finalize (FIN-1, FIN-2), so one sample per prompt is a valid 0.4 run"
+        )
 
-    error = construction_error(
-        world, args, write_config(workdir, "mv_group", taskset={"num_tasks": 4})
-    )
+    error = construction_error(world, args, config)
 
     assert "--n-samples-per-prompt" in str(error), str(error)
+
+
+def taskset_of(config: Path) -> str:
+    return str(tomllib.loads(config.read_text(encoding="utf-8"))["taskset"]["id"])
+
+
+# mv-dialogue04: a trainable "assistant" seat and an untrainable "quiz_master" (0.4 only).
+SEATED_TASKSET = "mv-dialogue04"
+
+
+@pytest.mark.clause("CFG-4")
+@pytest.mark.parametrize(
+    ("tables", "names"),
+    [
+        (
+            {"assistant": {"sampling": {"temperature": 0.5}}},
+            ["[assistant.sampling] temperature", "--rollout-temperature"],
+        ),
+        ({"quiz_master": {"model": "gpt-4.1-mini"}}, ["[quiz_master] model"]),
+    ],
+    ids=["trainable-seat-sampling", "model-without-client"],
+)
+def test_a_seat_pin_miles_cannot_train_faithfully_is_refused_by_its_key(
+    world: MilesWorld, workdir: Path, tables: dict[str, Any], names: list[str]
+) -> None:
+    config = write_config(workdir, "mv_dialogue", taskset={"num_tasks": 2}, **tables)
+    require_taskset(config, SEATED_TASKSET)
+    args = miles_args(rollout_temperature=1.0)
+
+    error = construction_error(world, args, config)
+
+    missing = [name for name in names if name not in str(error)]
+    assert not missing, f"the error does not name {missing}: {error}"

@@ -18,6 +18,9 @@ contract only (what the call returns, or what goes over the wire to the engine):
   the engine refuses, from a task that outlives the call (as upstream's retry loop does): the
   hang must read as that key under TRP-1, and what it leaves running must not reach the
   next test.
+- ``IgnoresSeatPins``: constructs from the config without its Verifiers 0.4 seats' sampling,
+  model and client pins, as an adapter that never reads them would, so a pin Miles cannot
+  train faithfully is accepted (CFG-4).
 
 Use with ``pytest conformance --adapter miles_verifiers_conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
@@ -41,6 +44,7 @@ from typing import Any
 from miles_verifiers_conformance.miles_side import flatten
 
 WRAPPED_ENV = "CONFORMANCE_DOUBLES_WRAP"
+CONFIG_VAR = "VERIFIERS_CONFIG"
 DEFAULT_WRAPPED = "miles_verifiers:VerifiersRolloutFn"
 LEAKED_KEY = "routed_experts_prompt_start"
 
@@ -237,3 +241,37 @@ class RetriesARejectedKeyForever(_Wrapper):
             return None
 
         return call()
+
+
+# What a Verifiers 0.4 seat may pin that an adapter must read before training it.
+SEAT_PINS = ("sampling", "model", "client")
+
+
+class IgnoresSeatPins(_Wrapper):
+    """Constructs from a copy of the config without its seats' sampling, model and client pins,
+    as an adapter that never reads them would: a trainable seat's [<seat>.sampling] that
+    differs from Miles' flags, or a model pinned without a client, is accepted (CFG-4)."""
+
+    def __init__(self, constructor_input: Any) -> None:
+        import tempfile
+        import tomllib
+        from pathlib import Path
+
+        import tomli_w
+
+        original = os.environ.get(CONFIG_VAR)
+        if not original:
+            super().__init__(constructor_input)
+            return
+        data = tomllib.loads(Path(original).read_text(encoding="utf-8"))
+        for table in data.values():
+            if isinstance(table, dict):
+                for pin in SEAT_PINS:
+                    table.pop(pin, None)
+        copy = Path(tempfile.mkdtemp(prefix="unpinned-")) / Path(original).name
+        copy.write_text(tomli_w.dumps(data), encoding="utf-8")
+        os.environ[CONFIG_VAR] = str(copy)
+        try:
+            super().__init__(constructor_input)
+        finally:
+            os.environ[CONFIG_VAR] = original

@@ -9,6 +9,7 @@ import pytest
 
 from miles_verifiers_conformance.selftest.doubles import WRAPPED_ENV
 from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
+from miles_verifiers_conformance.world import require_taskset, write_config
 
 # double -> the one clause it breaks. Every clause the run touches must pass or be not
 # decided for a stated reason; only that one may fail.
@@ -97,3 +98,24 @@ def test_a_hang_fails_the_clause_even_with_a_catch_all_replacement_error(
     )
 
     assert run.clause_outcomes()["FLT-1"] == "failed", run.output[-3000:]
+
+
+@pytest.mark.clause("SUITE-1")
+def test_a_double_that_ignores_seat_pins_fails_cfg_4(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    # CFG-4 is a Verifiers 0.4 clause: it runs where the fixture configs are 0.4's.
+    require_taskset(write_config(tmp_path, "mv_dialogue"), "mv-dialogue04")
+
+    run = run_pytest(
+        [
+            "conformance/test_construction.py::"
+            "test_a_seat_pin_miles_cannot_train_faithfully_is_refused_by_its_key",
+            "--adapter=miles_verifiers_conformance.selftest.doubles:IgnoresSeatPins",
+        ],
+        cwd=REPO_ROOT,
+        report_base=tmp_path / "report",
+        env={WRAPPED_ENV: pytestconfig.getoption("--adapter")},
+    )
+
+    assert run.clause_outcomes()["CFG-4"] == "failed", run.output[-3000:]
