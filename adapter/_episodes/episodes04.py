@@ -223,13 +223,13 @@ def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRu
     records: list[TraceRecord] = []
     failure: SlotsRun | None = None
     for slot, episode in enumerate(episodes):
+        verdict: EpisodeErrorRecord | None
         if isinstance(episode, LateSlot):
             traces, verdict, recovered = episode.reached, _late_verdict(slot, episode), 0
-            idx = episode.task.data.idx
         else:
             traces, verdict = episode.traces, episode_verdict(episode)
             recovered = len(episode.errors) if episode.ok else 0
-            idx = episode.task.data.idx
+        idx = episode.task.data.idx
         trainable = [t for t in traces if _trainable(t)]
         records += _slot_records(slot, trainable, verdict, recovered, prefix_cache)
         if len(trainable) > 1:

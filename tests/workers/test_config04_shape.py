@@ -72,10 +72,7 @@ print(json.dumps(answers))
 @pytest.fixture(scope="module")
 def loaded() -> dict[str, Any]:
     done = run_in_worker04(
-        "import sys; sys.argv[1:] = "
-        + repr([str(CONFIGS), json.dumps(CASES)])
-        + "\n"
-        + LOAD
+        "import sys; sys.argv[1:] = " + repr([str(CONFIGS), json.dumps(CASES)]) + "\n" + LOAD
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
