@@ -307,6 +307,13 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
         return None
 
 
+def config_prefix04(request: DescribeRequest) -> tuple[str, ...]:
+    """The tables the environment sits under in the request's file (``("env",)`` in a vf-eval
+    file), for the trainer to name the seats' keys as written."""
+    path = Path(request.config_path)
+    return shape04(parse_config_text(request.config_text, path), path).prefix
+
+
 def describe04(request: DescribeRequest) -> Description:
     """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
     from miles_verifiers._episodes.clients import identify_renderer
@@ -333,4 +340,5 @@ def describe04(request: DescribeRequest) -> Description:
         seats=describe_seats04(loaded.environment, loaded.config),
         service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
         config_notes=list(loaded.notes),
+        config_prefix=list(config_prefix04(request)),
     )

@@ -223,6 +223,9 @@ class Description(_Message):
     # What loading the config set aside, one sentence each (a vf-eval file's run keys, which
     # Miles' flags decide); the trainer warns with them.
     config_notes: list[str] = Field(default_factory=list)
+    # The tables the environment config sits under in the file (["env"] in a vf-eval file):
+    # the seats' and runtimes' TOML keys are named under them.
+    config_prefix: list[str] = Field(default_factory=list)
 
 
 class Refused(_Message):

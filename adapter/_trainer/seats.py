@@ -155,9 +155,16 @@ def _eval_flag(options: MilesOptions, fields: tuple[str, str, Any]) -> str:
     return FLAGS[eval_field] if getattr(options, eval_field) is not None else FLAGS[fields[0]]
 
 
-def _sampling_problems(seat: SeatDescription, options: MilesOptions) -> list[SeatProblem]:
+def _table(prefix: Sequence[str], *path: str) -> str:
+    """A table as the config file spells it (under ``[env]`` in a vf-eval file)."""
+    return "[" + ".".join((*prefix, *path)) + "]"
+
+
+def _sampling_problems(
+    seat: SeatDescription, options: MilesOptions, prefix: Sequence[str]
+) -> list[SeatProblem]:
     problems = []
-    table = f"[{seat.name}.sampling]"
+    table = _table(prefix, seat.name, "sampling")
     for written, value in seat.sampling.items():
         key = RENAMED_KEYS.get(written, written)
         toml_key = f"{table} {written}"
@@ -210,52 +217,53 @@ def _sampling_problems(seat: SeatDescription, options: MilesOptions) -> list[Sea
     return problems
 
 
-def _pin_problems(seat: SeatDescription) -> list[SeatProblem]:
+def _pin_problems(seat: SeatDescription, prefix: Sequence[str]) -> list[SeatProblem]:
     problems = []
+    home, client = _table(prefix, seat.name), _table(prefix, seat.name, "client")
     if seat.model is not None and not seat.has_client:
         elsewhere = (
-            f", or set [{seat.name}.client] to the endpoint that serves {seat.model!r}"
+            f", or set {client} to the endpoint that serves {seat.model!r}"
             if not seat.trainable
             else ""
         )
         problems.append(
             SeatProblem(
-                f"[{seat.name}] model",
+                f"{home} model",
                 f'= "{seat.model}" pins a model for the {seat.name!r} seat but no '
-                f"[{seat.name}.client] to reach it, so the run's client (Miles' SGLang "
-                "engines, serving the policy being trained) plays the seat, whatever the pin "
-                "says.",
-                f"remove model from [{seat.name}] to let the policy play the seat{elsewhere}.",
+                f"{client} to reach it, so the run's client (Miles' SGLang engines, serving "
+                "the policy being trained) plays the seat, whatever the pin says.",
+                f"remove model from {home} to let the policy play the seat{elsewhere}.",
             )
         )
     if seat.trainable and seat.has_client:
         problems.append(
             SeatProblem(
-                f"[{seat.name}.client]",
+                client,
                 f"is set on the trainable {seat.name!r} seat, so its turns come from that "
                 "endpoint, not from Miles' SGLang engines, and Miles would train the policy "
                 "on another model's tokens.",
-                f"remove [{seat.name}.client] (and any model pin) so the policy plays the seat, "
-                "or mark the seat untrainable in the environment's setup().",
+                f"remove {client} (and any model pin) so the policy plays the seat, or mark "
+                "the seat untrainable in the environment's setup().",
             )
         )
     return problems
 
 
 def _runtime_problems(
-    description: Description, seats: Sequence[SeatDescription]
+    description: Description, seats: Sequence[SeatDescription], prefix: Sequence[str]
 ) -> list[SeatProblem]:
     problems = []
     for seat in seats:
         if not seat.runtime.local:
+            runtime = _table(prefix, seat.name, "runtime")
             problems.append(
                 SeatProblem(
-                    f"[{seat.name}.runtime] type",
+                    f"{runtime} type",
                     f'= "{seat.runtime.type}": the {seat.name!r} seat runs in a remote sandbox '
                     "(Verifiers 0.4's default when the seat's runtime is not set); the Miles "
                     "episode worker runs local runtimes only.",
-                    f'set [{seat.name}.runtime] type = "subprocess" (or a local container '
-                    "runtime such as docker).",
+                    f'set {runtime} type = "subprocess" (or a local container runtime such '
+                    "as docker).",
                 )
             )
     for service in description.service_runtimes:
@@ -263,12 +271,14 @@ def _runtime_problems(
             continue
         what = f"the tool server {service.name}" if service.role == "toolset" else "this runtime"
         if service.key is not None:
+            # The describe step names the table within the environment config.
+            key = _table(prefix, *service.key.strip("[]").split("."))
             problems.append(
                 SeatProblem(
-                    f"{service.key} type",
+                    f"{key} type",
                     f'= "{service.runtime.type}": {what} runs in a remote sandbox; the Miles '
                     "episode worker runs local runtimes only.",
-                    f'set {service.key} type = "subprocess" (or a local container runtime).',
+                    f'set {key} type = "subprocess" (or a local container runtime).',
                 )
             )
         else:
@@ -286,12 +296,12 @@ def _runtime_problems(
 
 
 def _count_problems(
-    description: Description, seats: Sequence[SeatDescription]
+    description: Description, seats: Sequence[SeatDescription], prefix: Sequence[str]
 ) -> list[SeatProblem]:
     if any(seat.trainable is None for seat in seats):
         return []  # standing unknown: the first rollout's count decides (the run-time guard)
     trainable = [seat for seat in seats if seat.trainable]
-    names = ", ".join(f"[{seat.name}]" for seat in seats)
+    names = ", ".join(_table(prefix, seat.name) for seat in seats)
     if not trainable:
         return [
             SeatProblem(
@@ -306,7 +316,7 @@ def _count_problems(
         listed = ", ".join(repr(seat.name) for seat in trainable)
         return [
             SeatProblem(
-                ", ".join(f"[{seat.name}]" for seat in trainable),
+                ", ".join(_table(prefix, seat.name) for seat in trainable),
                 f"{len(trainable)} seats are trainable ({listed}), so every rollout yields "
                 f"{len(trainable)} traces to train, but Miles trains exactly one trace per "
                 "rollout (its group normalisation compares one reward per rollout).",
@@ -322,7 +332,7 @@ def _count_problems(
         )
         return [
             SeatProblem(
-                "id",
+                f"{_table(prefix)} id" if prefix else "id",
                 f"the {kind} environment plays the trainable {seat.name!r} seat "
                 f"{seat.runs_per_episode} times per episode, so every rollout yields "
                 f"{seat.runs_per_episode} traces to train, but Miles trains exactly one trace "
@@ -341,12 +351,13 @@ def seat_problems(description: Description, options: MilesOptions) -> list[SeatP
     seats = description.seats
     if seats is None:
         return []
-    problems = _runtime_problems(description, seats)
+    prefix = tuple(description.config_prefix)
+    problems = _runtime_problems(description, seats, prefix)
     for seat in seats:
-        problems += _pin_problems(seat)
+        problems += _pin_problems(seat, prefix)
         if seat.trainable:
-            problems += _sampling_problems(seat, options)
-    return problems + _count_problems(description, seats)
+            problems += _sampling_problems(seat, options, prefix)
+    return problems + _count_problems(description, seats, prefix)
 
 
 def check_seats(description: Description, options: MilesOptions) -> None:

@@ -177,6 +177,15 @@ def test_an_eval_flag_left_unset_falls_back_on_the_rollout_flag(make_args):
     assert "--rollout-temperature 1.0 in evaluation" in line
 
 
+def test_in_a_vf_eval_file_the_key_is_named_under_env(options):
+    vf_eval = dialogue(assistant={"sampling": {"temperature": 0.7}}, config_prefix=["env"])
+
+    (line,) = lines(vf_eval, options)
+
+    assert line.startswith("[env.assistant.sampling] temperature:")
+    assert "remove temperature from [env.assistant.sampling]" in line
+
+
 # -- model pins --------------------------------------------------------------------------------------
 
 

@@ -189,6 +189,7 @@ SEAT_CONFIGS = {
         'id = "mv-arith04"', 'id = "mvtest-placedtools04"'
     ),
     "odd_setup": _fixture("mv_arith", before='id = "mvtest-oddsetup04"\n'),
+    "vf_eval": (CONFIGS / "mv_arith_vf_eval.toml").read_text(),
     "endless": '[taskset]\nid = "mvtest-endless04"\n\n[agent.runtime]\ntype = "subprocess"\n',
 }
 
@@ -280,3 +281,8 @@ def test_an_infinite_taskset_is_refused_naming_a_fix_that_exists_in_0_4(describe
 
     assert "is infinite" in refusal and "num_tasks" in refusal
     assert "no [select] table" in refusal
+
+
+def test_a_vf_eval_file_is_described_with_the_table_its_environment_sits_under(described):
+    assert described["vf_eval"]["config_prefix"] == ["env"]
+    assert described["arith_remote"]["config_prefix"] == []
