@@ -119,12 +119,14 @@ class ReplacementBudgetError(DispatchBudgetError):
 _REASON_HINTS: dict[str, str] = {
     DROP_EPISODE_ERROR: "episodes failed as a whole (Verifiers 0.2: a failing @group_reward or "
     "task code escaped episode.run; 0.4: Verifiers judged the episode not ok, because a seat "
-    "such as a user simulator or judge failed, Env.run or Env.finalize raised, or a reward "
-    "was left unscored)",
+    "such as a user simulator or judge failed (the example names it), Env.setup, Env.run or "
+    "Env.finalize raised, or a reward was left unscored; an episode that recovered under "
+    "[retries] is not dropped)",
     DROP_EPISODE_TIMEOUT: "episodes ran past a deadline (the adapter's episode deadline, or "
-    "Verifiers 0.4's own [timeout] for Env.run / Env.finalize)",
-    DROP_TRACE_ERROR: "rollouts recorded errors (harness, tools, user simulator, rewards or "
-    "model calls)",
+    "Verifiers 0.4's own [timeout] for the episode or Env.finalize; an agent's stage timeout "
+    "is not a drop: its sample is TRUNCATED)",
+    DROP_TRACE_ERROR: "rollouts whose trace Verifiers judged failed (harness, tools, user "
+    "simulator, rewards or model calls, after any retries; a trace that recovered trains)",
     DROP_ABORTED: "the engine aborted model requests",
     DROP_ENGINE_CONTRACT: "the engine answered with tokens that break the /generate contract "
     "(positive or non-finite logprobs, more tokens than max_new_tokens, ids outside the "
