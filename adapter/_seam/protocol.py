@@ -23,7 +23,8 @@ from miles_verifiers._errors import RolloutCallError
 from miles_verifiers._seam.records import EpisodeErrorRecord, TaskRecord, TraceRecord
 
 # 2.1 added Verifiers' verdicts to the trace record (ok, is_timeout, recovered errors, the
-# episode's error with its seat, the rollout slot).
+# episode's error with its seat, the rollout slot) and the 0.4 seats, service runtimes and
+# config notes to the description.
 PROTOCOL_VERSION = "2.1"
 
 
