@@ -7,7 +7,8 @@ missing here is a collection error, so the table and the tests cannot drift apar
 Ids are grouped by area: CALL (how Miles builds and calls the function), OPT (Miles options),
 CFG (the Verifiers config), TRN (train output), CYC/RES (taskset order and resumption),
 GRP (groups and rewards), BR (graph branches), TRP (engine payloads), FLT (engine faults),
-EVL (eval output), FIN (Verifiers 0.4's episode judgement), SNP (snapshots) and SUITE (the suite checking itself).
+EVL (eval output), FIN (Verifiers 0.4's episode judgement), VER (Verifiers 0.4's
+verdicts: ok, retries, timeouts, slots), SNP (snapshots) and SUITE (the suite checking itself).
 
 Every clause belongs to exactly one tier (``TIERS``), and the report keeps the tiers apart:
 the Miles contract (what any correct adapter must do), this project's promises (choices the
@@ -162,6 +163,19 @@ CLAUSES: Final = MappingProxyType(
         "weights, in the reward of that trace's sample.",
         "FIN-2": "An episode whose Env.finalize raised is never trained on: its group is "
         "replaced by the next task's.",
+        # Verifiers 0.4's own verdicts on traces and episodes (ok, retries, timeouts, slots),
+        # run with 0.4 workers on mv-faulty04 and mv-dialogue04.
+        "VER-1": "A trace that recovered under Verifiers 0.4's [agent.retries], or an episode "
+        "that recovered under its [retries], is trained: its group is kept, not dropped or "
+        "replaced, and in eval its entries are not failed.",
+        "VER-2": "An episode Verifiers 0.4 judges not ok because an untrainable seat (a user "
+        "simulator) failed is never trained, though the trainable trace is ok: its group is "
+        "replaced; in eval its entries are failed with reward None.",
+        "VER-3": "A rollout whose agent timed out (0.4: a stop, the trace ok and scored) never "
+        "reaches Miles as COMPLETED: its samples are TRUNCATED, with their reward.",
+        "VER-4": "Eval entries of one task are independent: where one of its rollouts failed, "
+        "exactly that entry is failed (reward None) and the task's other entries are normal "
+        "samples with their rewards.",
         # The suite checks itself.
         "SUITE-1": "Pointed at a deliberately broken adapter, the suite fails the matching clauses.",
         "SUITE-2": "A snapshot changed on purpose is reported by the drift summary.",

@@ -67,6 +67,16 @@ def test_a_slot_error_fails_the_first_slot_of_its_task_only():
         assert slot["ok"] and trace["ok"] and trace["errors"] == [] and trace["reward"] == 1.0
 
 
+def test_a_slot_episode_error_fails_the_episode_of_the_first_slot_only_its_trace_ok():
+    first, *others = faulty("slot_episode_error", n=3)
+    [trace] = first["traces"]
+    assert not first["ok"] and trace["ok"], first
+    assert [e["type"] for e in first["errors"]] == ["EnvError"], first["errors"]
+    assert "slot_episode_error" in first["errors"][0]["message"]
+    for slot in others:
+        assert slot["ok"] and slot["errors"] == [], slot
+
+
 def test_an_agent_timeout_is_a_stop_the_trace_stays_ok_and_is_scored():
     [slot] = faulty("timeout", n=1)
     [trace] = slot["traces"]
