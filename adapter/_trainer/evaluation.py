@@ -212,7 +212,8 @@ def group_entries(
             entries.append(EvalEntry(sample, trace, failed=True, empty=True))
             continue
         if sample is None:
-            status = "TRUNCATED" if trace.is_truncated and not failed else failure
+            stopped = trace.is_truncated or trace.is_timeout  # a stop Verifiers scored
+            status = "TRUNCATED" if stopped and not failed else failure
             sample = empty_sample(setup.sample_cls, status=status, error=episode_error, **common)
             entries.append(EvalEntry(sample, trace, failed=failed, empty=True))
             continue

@@ -122,3 +122,12 @@ def test_a_refusal_every_episode_would_repeat_stops_the_evaluation(record):
 
     with pytest.raises(UnsupportedRequestRunError, match="2 trainable traces"):
         asyncio.run(run())
+
+
+def test_a_rollout_stopped_by_its_agent_timeout_before_any_turn_is_a_truncated_entry(record):
+    timed_out = at(record, 0, ok=True, is_timeout=True, branches=[], stop_condition="agent_timeout")
+
+    [entry] = entries_of([timed_out], 1)
+
+    assert entry.empty and not entry.failed
+    assert entry.sample.status is Sample.Status.TRUNCATED
