@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks.results import BenchResult, Figure
+from benchmarks.stock04 import stock04_goals
 from benchmarks.workers import GoalRow, evaluate_goals
 
 # Report sections in reading order; a group not listed here goes last, alphabetically.
@@ -19,6 +20,7 @@ GROUP_ORDER: tuple[str, ...] = (
     "saturation",
     "workers",
     "workers-saturation",
+    "stock04",
     "cold",
     "memory",
 )
@@ -33,6 +35,7 @@ GROUP_TITLES: dict[str, str] = {
     "saturation": "Saturation against a latency-modelled loopback engine",
     "workers": "Throughput and per-turn CPU against the episode-worker count (zero latency)",
     "workers-saturation": "Saturation against the episode-worker count (latency model)",
+    "stock04": "Verifiers 0.4 on its stock harness: the adapter against Verifiers' own loop",
     "cold": "Cold start: a fresh process per measurement",
     "memory": "Memory of the trainer-side process",
 }
@@ -92,7 +95,7 @@ def markdown_table(result: BenchResult) -> str:
         "in one run), not the ratio of their medians. "
         "Benchmarks measure; nothing here is a pass/fail threshold."
     )
-    goals = evaluate_goals(result)
+    goals = evaluate_goals(result) + stock04_goals(result)
     if goals:
         lines += ["", "## Goals of the episode-worker work (measured, not asserted)", ""]
         lines += goal_table(goals)

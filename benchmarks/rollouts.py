@@ -43,6 +43,8 @@ TASKSET_CONFIGS: dict[str, Path] = {
     "mv-tools": CONFIG_DIR / "mv_tools.toml",
     # mv-arith ported to Verifiers 0.4 (its episodes need a worker with verifiers 0.4.0).
     "mv-arith04": CONFIG_DIR / "v04" / "mv_arith.toml",
+    # mv-arith04 on Verifiers' stock `null` harness (a `uv` script per episode; uv in the venv).
+    "mv-arith04-null": CONFIG_DIR / "v04" / "mv_arith_null.toml",
 }
 
 

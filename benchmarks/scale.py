@@ -75,6 +75,8 @@ class Scale:
     """Per taskset, the zero-latency point every worker count is measured at."""
     worker_saturation: tuple[SaturationPlan, ...] = ()
     """Latency-modelled plans every worker count is measured at."""
+    stock04_point: RolloutPoint = RolloutPoint(concurrency=4, groups=2, samples_per_group=2)
+    """The stock-harness 0.4 row (``bench_stock04.py``): Verifiers' own loop, 1 and 2 workers."""
 
 
 def one_engine_batch(
@@ -163,6 +165,9 @@ STANDARD = Scale(
             min_new_tokens=200,
         ),
     ),
+    # Each episode runs Verifiers' chat program in a subprocess (~1.5 CPU-s), so 2 cores serve
+    # about one episode per second: 24 episodes a round, three sides, interleaved.
+    stock04_point=RolloutPoint(concurrency=8, groups=8, samples_per_group=3, rounds=4),
 )
 
 SMOKE = Scale(

@@ -1,0 +1,144 @@
+"""Verifiers 0.4 on its stock harness: the adapter against Verifiers' own episode loop.
+
+mv-arith04 with Verifiers' ``null`` harness (a ``uv`` script per episode), one loopback engine,
+one episode concurrency, three sides measured in interleaved rounds (the order rotates each
+round): Verifiers' own loop (``benchmarks/verifiers04_loop.py`` in the worker venv), and the
+adapter with 1 and 2 local episode workers in that venv. See ``benchmarks/stock04.py`` for
+what each side runs and how its CPU is counted. Needs ``MILES_VERIFIERS_BENCH_WORKER_PYTHON04``
+(a venv with Verifiers 0.4, mv-arith04 and ``uv``; ``tox -e bench`` builds one); without it the
+row is recorded as unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+
+import pytest
+
+from benchmarks.loadgen import flush_cache
+from benchmarks.recorder import Recorder
+from benchmarks.rollouts import MODEL_ID, RolloutDriver, rollout_driver
+from benchmarks.scale import Scale
+from benchmarks.stock04 import (
+    ADAPTER_VARIANTS,
+    GROUP,
+    LOOP,
+    TASKSET,
+    SplitCpu,
+    StockLoop,
+    StockRound,
+    record_stock04,
+    worker_python_ok,
+)
+from benchmarks.workers import WORKER_PYTHON04, worker_settings
+
+CHAT_TEMPLATE_KWARGS = {"enable_thinking": False}  # as RolloutDriver sets Miles' flag
+
+
+def _unavailable(recorder: Recorder, reason: str) -> None:
+    recorder.settings[GROUP] = f"unavailable: {reason}"
+    recorder.note(f"{GROUP}: unavailable: {reason}")
+    pytest.skip(reason)
+
+
+def _adapter_round(driver: RolloutDriver, exclude: tuple[int, ...]) -> StockRound:
+    meter = SplitCpu(exclude=exclude)
+    meter.start()
+    call = driver.call()
+    meter.stop()
+    return StockRound(
+        wall_s=call.wall_s,
+        episodes=call.rollouts,
+        ok=call.rollouts,  # a failed group is dropped, never returned, by a training call
+        # The driver's own figure: this process during the call, without the /proc scans.
+        trainer_cpu_s=call.trainer_cpu_s,
+        process_cpu_s=meter.processes,
+        subprocess_cpu_s=meter.subprocesses,
+    )
+
+
+def test_stock_harness_against_verifiers_own_loop(
+    benchmark, scale: Scale, recorder: Recorder, zero_latency_engine
+) -> None:
+    python04 = os.environ.get(WORKER_PYTHON04)
+    if not python04:
+        _unavailable(recorder, f"set {WORKER_PYTHON04} to a verifiers 0.4.0 worker's python")
+    problem = worker_python_ok(python04)
+    if problem is not None:
+        _unavailable(recorder, problem)
+    url, engine_pid = zero_latency_engine
+    point = scale.stock04_point
+    rounds = point.rounds or scale.rounds
+    settings = {}
+    for variant in ADAPTER_VARIANTS:
+        setup = worker_settings(variant)
+        if setup.settings is None:
+            _unavailable(recorder, setup.unavailable or f"no settings for {variant}")
+        settings[variant] = setup.settings.model_copy(update={"episode_worker_python": python04})
+    measured: dict[str, list[StockRound]] = {LOOP: [], **{v: [] for v in ADAPTER_VARIANTS}}
+    errors: list[str] = []
+
+    def measure() -> None:
+        with ExitStack() as stack:
+            loop = StockLoop(
+                python=python04,
+                engine_url=url,
+                model=MODEL_ID,
+                concurrency=point.concurrency,
+                exclude_pids=(engine_pid,),
+            )
+            stack.callback(loop.close)
+            exclude = (engine_pid, loop.pid)
+            drivers = {
+                variant: stack.enter_context(
+                    rollout_driver(
+                        engine_url=url,
+                        taskset=TASKSET,
+                        groups=point.groups,
+                        samples_per_group=point.samples_per_group,
+                        concurrency=point.concurrency,
+                        max_response_tokens=scale.max_response_tokens,
+                        exclude_pids=exclude,
+                        settings=settings[variant],
+                    )
+                )
+                for variant in ADAPTER_VARIANTS
+            }
+
+            def loop_round() -> StockRound:
+                measured_round, found = loop.call(
+                    groups=point.groups,
+                    samples=point.samples_per_group,
+                    max_tokens=scale.max_response_tokens,
+                    chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
+                )
+                errors.extend(found)
+                return measured_round
+
+            sides = {LOOP: loop_round}
+            for variant, driver in drivers.items():
+                sides[variant] = lambda d=driver: _adapter_round(d, exclude)
+            # Unmeasured: uv's script environment built, workers started, tokenizers loaded.
+            for side in sides.values():
+                side()
+            names = list(sides)
+            for i in range(rounds):
+                for name in names[i % len(names) :] + names[: i % len(names)]:
+                    flush_cache(url)
+                    measured[name].append(sides[name]())
+
+    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    recorder.settings[f"{GROUP}.point"] = (
+        f"{point.groups} tasks x {point.samples_per_group} episodes per round, concurrency "
+        f"{point.concurrency}, {rounds} rounds, order rotated each round"
+    )
+    for error in sorted(set(errors))[:5]:
+        recorder.note(f"{GROUP}: Verifiers' own loop reported: {error}")
+    record_stock04(
+        recorder,
+        measured,
+        taskset=TASKSET,
+        concurrency=point.concurrency,
+        episodes=point.rollouts_per_call,
+    )

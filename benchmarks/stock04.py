@@ -1,0 +1,452 @@
+"""The stock-harness 0.4 row: the adapter against Verifiers' own episode loop, one run.
+
+Both sides run the same Verifiers 0.4 environment (mv-arith04 on Verifiers' stock ``null``
+harness: each episode runs Verifiers' chat program as a ``uv`` script in a subprocess) against
+the same loopback engine, at the same episode concurrency, rounds interleaved:
+
+- ``verifiers-loop``: Verifiers' own loop in one process of the worker venv
+  (``benchmarks/verifiers04_loop.py``): ``env.slots(task, n)`` and ``env.run_slot`` under one
+  semaphore, its own ``TrainClient`` built from a ``TrainClientConfig`` at the engine;
+- ``w1``, ``w2``: the adapter (``VerifiersRolloutFn`` called as Miles calls it) with 1 or 2
+  local episode workers in that venv.
+
+CPU is counted for every process a side runs, from ``/proc`` and ``getrusage``: the trainer
+(this process, adapter rounds only: it only waits during the loop's), the direct children that
+run episodes (the workers, or the loop's process), and the harness subprocesses below them
+(live ones from ``/proc``, reaped ones through their parent's ``cutime``/``cstime``, which the
+kernel fills as the parent waits for them, ``uv`` included). The engine is excluded.
+
+Everything below :class:`StockLoop` is arithmetic over recorded rounds, unit-tested without
+running anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.procstat import _stat_fields, descendants, self_cpu_seconds
+from benchmarks.ratios import round_ratios
+from benchmarks.results import BenchResult, Better
+from benchmarks.workers import GoalRow
+
+if TYPE_CHECKING:
+    from benchmarks.recorder import Recorder
+
+GROUP = "stock04"
+LOOP = "verifiers-loop"
+ADAPTER_VARIANTS = ("w1", "w2")
+GOAL_OVER_LOOP = 0.95
+TASKSET = "mv-arith04-null"
+CONFIG = (
+    Path(__file__).resolve().parent.parent / "fixtures" / "configs" / "v04" / "mv_arith_null.toml"
+)
+LOOP_SCRIPT = Path(__file__).resolve().parent / "verifiers04_loop.py"
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- CPU of a process tree, split by level ---------------------------------------------------
+
+
+def _own_and_reaped(pid: int) -> tuple[float, float] | None:
+    """(utime+stime, cutime+cstime) of ``pid`` in seconds; None when it is gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return (utime + stime) / _TICKS, (cutime + cstime) / _TICKS
+
+
+def _reaped_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class SplitCpu:
+    """CPU between ``start`` and ``stop``, split three ways.
+
+    ``processes``: the long-lived descendants of this process (alive at both ends: episode
+    workers and the template they are forked from, or the loop's process), less ``exclude``
+    and the trees below them, on their own. ``subprocesses``: what those started during the
+    round (harness programs, ``uv``): the ones still alive from ``/proc``, the reaped ones
+    through their parents' ``cutime``/``cstime``. ``trainer``: this process.
+    """
+
+    exclude: Collection[int] = ()
+    trainer: float = 0.0
+    processes: float = 0.0
+    subprocesses: float = 0.0
+    _start: dict[int, tuple[float, float]] = field(default_factory=dict)
+    _trainer_start: float = 0.0
+    _reaped_start: float = 0.0
+
+    def _snapshot(self) -> dict[int, tuple[float, float]]:
+        """pid -> (own, reaped) CPU seconds of every counted descendant."""
+        excluded: set[int] = set(self.exclude)
+        for pid in self.exclude:
+            excluded |= descendants(pid)
+        found: dict[int, tuple[float, float]] = {}
+        for pid in descendants(os.getpid()) - excluded:
+            cpu = _own_and_reaped(pid)
+            if cpu is not None:
+                found[pid] = cpu
+        return found
+
+    def start(self) -> None:
+        self._trainer_start = self_cpu_seconds()
+        self._reaped_start = _reaped_self()
+        self._start = self._snapshot()
+
+    def stop(self) -> None:
+        self.trainer = self_cpu_seconds() - self._trainer_start
+        end = self._snapshot()
+        self.processes, self.subprocesses = split_cpu(
+            self._start, end, reaped_by_trainer=_reaped_self() - self._reaped_start
+        )
+
+
+def split_cpu(
+    start: Mapping[int, tuple[float, float]],
+    end: Mapping[int, tuple[float, float]],
+    *,
+    reaped_by_trainer: float = 0.0,
+) -> tuple[float, float]:
+    """(long-lived processes' own CPU, CPU of what was started meanwhile) from two snapshots
+    of ``pid -> (own, reaped)``; ``reaped_by_trainer`` is this process's reaped-children
+    growth (a child it waited for during the round)."""
+    processes = 0.0
+    subprocesses = reaped_by_trainer
+    for pid, (own, reaped) in end.items():
+        if pid in start:
+            own0, reaped0 = start[pid]
+            processes += own - own0
+            subprocesses += reaped - reaped0
+        else:
+            subprocesses += own + reaped
+    # A process alive at start and reaped since is counted whole through its parent's cutime.
+    subprocesses -= sum(own0 + reaped0 for pid, (own0, reaped0) in start.items() if pid not in end)
+    return max(0.0, processes), max(0.0, subprocesses)
+
+
+@dataclass(frozen=True)
+class StockRound:
+    """One measured round of one side."""
+
+    wall_s: float
+    episodes: int
+    ok: int
+    trainer_cpu_s: float
+    process_cpu_s: float
+    subprocess_cpu_s: float
+
+    @property
+    def total_cpu_s(self) -> float:
+        return self.trainer_cpu_s + self.process_cpu_s + self.subprocess_cpu_s
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.episodes / self.wall_s
+
+    def per_episode_ms(self, seconds: float) -> float:
+        return 1000.0 * seconds / max(1, self.episodes)
+
+
+# -- Verifiers' own loop, in the worker venv ---------------------------------------------------
+
+
+class LoopError(RuntimeError):
+    """Verifiers' own loop did not start or did not answer."""
+
+
+class StockLoop:
+    """``benchmarks/verifiers04_loop.py`` in a 0.4 interpreter, one round per call."""
+
+    def __init__(
+        self,
+        *,
+        python: str,
+        engine_url: str,
+        model: str,
+        concurrency: int,
+        config: Path = CONFIG,
+        exclude_pids: Collection[int] = (),
+        startup_timeout_s: float = 300.0,
+    ) -> None:
+        bin_dir = str(Path(python).parent)
+        env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+        # The worker venv's programs first on PATH (uv), as the adapter's workers put them.
+        self.process = subprocess.Popen(
+            [
+                python, str(LOOP_SCRIPT),
+                "--config", str(config),
+                "--engine", engine_url,
+                "--model", model,
+                "--concurrency", str(concurrency),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        self._exclude = tuple(exclude_pids)
+        ready = self._read(startup_timeout_s)
+        if not ready.get("ready"):
+            raise LoopError(f"Verifiers' loop said {ready!r} instead of being ready")
+        self.tasks = int(ready.get("tasks", 1))
+        self._next_task = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _read(self, timeout_s: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LoopError(f"Verifiers' loop exited with code {self.process.returncode}")
+            ready, _, _ = select.select([self.process.stdout], [], [], 0.5)
+            if ready:
+                line = self.process.stdout.readline()
+                if line.strip():
+                    return dict(json.loads(line))
+        raise LoopError(f"Verifiers' loop did not answer within {timeout_s:.0f} s")
+
+    def call(
+        self,
+        *,
+        groups: int,
+        samples: int,
+        max_tokens: int,
+        temperature: float = 1.0,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        timeout_s: float = 900.0,
+    ) -> tuple[StockRound, list[str]]:
+        """One round: ``groups`` tasks x ``samples`` slots; the round and its first errors."""
+        assert self.process.stdin is not None
+        request = {
+            "groups": groups,
+            "samples": samples,
+            "first_task": self._next_task,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "chat_template_kwargs": dict(chat_template_kwargs or {}),
+        }
+        self._next_task = (self._next_task + groups) % max(1, self.tasks)
+        meter = SplitCpu(exclude=self._exclude)
+        meter.start()
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = self._read(timeout_s)
+        meter.stop()
+        # The benchmark process only waited on a pipe: not part of this side's cost.
+        return (
+            StockRound(
+                wall_s=float(reply["wall_s"]),
+                episodes=int(reply["episodes"]),
+                ok=int(reply["ok"]),
+                trainer_cpu_s=0.0,
+                process_cpu_s=meter.processes,
+                subprocess_cpu_s=meter.subprocesses,
+            ),
+            list(reply.get("errors") or []),
+        )
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.close()
+                self.process.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=15)
+
+
+def worker_python_ok(python: str) -> str | None:
+    """Why ``python`` cannot run the row (None when it can): Verifiers 0.4 and ``uv`` there."""
+    if not Path(python).exists():
+        return f"{python} does not exist"
+    if not (Path(python).parent / "uv").exists():
+        return f"no uv beside {python} (pip install uv into that venv)"
+    probe = subprocess.run(
+        [python, "-c", "import verifiers, mv_arith04; print(verifiers.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0 or not probe.stdout.strip().startswith("0.4"):
+        return f"{python} has no verifiers 0.4 with mv-arith04 ({probe.stderr.strip()[-200:]})"
+    return None
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Figure:
+    name: str
+    unit: str
+    better: Better
+    label: str
+
+
+def _per_side_figures(rounds: Sequence[StockRound]) -> dict[str, tuple[_Figure, list[float]]]:
+    def share(part: float, whole: float) -> float:
+        return part / whole if whole > 0 else 0.0
+
+    return {
+        "episodes_per_s": (
+            _Figure("episodes_per_s", "episodes/s", "higher", "episodes/s"),
+            [r.episodes_per_s for r in rounds],
+        ),
+        "cpu_ms_per_episode": (
+            _Figure(
+                "cpu_ms_per_episode",
+                "ms",
+                "lower",
+                "CPU per episode, all processes (trainer, workers or loop, harness subprocesses)",
+            ),
+            [r.per_episode_ms(r.total_cpu_s) for r in rounds],
+        ),
+        "trainer_cpu_ms_per_episode": (
+            _Figure("trainer_cpu_ms_per_episode", "ms", "lower", "trainer-process CPU per episode"),
+            [r.per_episode_ms(r.trainer_cpu_s) for r in rounds],
+        ),
+        "process_cpu_ms_per_episode": (
+            _Figure(
+                "process_cpu_ms_per_episode",
+                "ms",
+                "lower",
+                "CPU per episode of the processes running episodes (workers, or the loop)",
+            ),
+            [r.per_episode_ms(r.process_cpu_s) for r in rounds],
+        ),
+        "subprocess_cpu_ms_per_episode": (
+            _Figure(
+                "subprocess_cpu_ms_per_episode",
+                "ms",
+                "lower",
+                "CPU per episode of the harness subprocesses (uv, Verifiers' chat program)",
+            ),
+            [r.per_episode_ms(r.subprocess_cpu_s) for r in rounds],
+        ),
+        "trainer_share": (
+            _Figure("trainer_share", "share", "lower", "trainer-process share of the CPU"),
+            [share(r.trainer_cpu_s, r.total_cpu_s) for r in rounds],
+        ),
+        "subprocess_share": (
+            _Figure("subprocess_share", "share", "none", "harness subprocesses' share of the CPU"),
+            [share(r.subprocess_cpu_s, r.total_cpu_s) for r in rounds],
+        ),
+        "ok_share": (
+            _Figure("ok_share", "share", "higher", "episodes Verifiers judged ok"),
+            [r.ok / max(1, r.episodes) for r in rounds],
+        ),
+    }
+
+
+def record_stock04(
+    recorder: Recorder, rounds: Mapping[str, Sequence[StockRound]], **params: Any
+) -> None:
+    """Each side's figures, and each adapter variant over Verifiers' loop (per-round ratios
+    of throughput and of CPU per episode; round i of each side was measured in one pass)."""
+    loop = rounds.get(LOOP, ())
+    for variant, measured in rounds.items():
+        if not measured:
+            continue
+        side = "Verifiers' own loop" if variant == LOOP else f"adapter, {variant[1:]} worker(s)"
+        for name, (figure, values) in _per_side_figures(measured).items():
+            recorder.record(
+                f"{GROUP}.{variant}.{name}",
+                values,
+                group=GROUP,
+                label=f"{figure.label}, {side}",
+                unit=figure.unit,
+                better=figure.better,
+                variant=variant,
+                **params,
+            )
+        if variant == LOOP or len(loop) != len(measured):
+            continue
+        recorder.record(
+            f"{GROUP}.{variant}.throughput_over_loop",
+            round_ratios([r.episodes_per_s for r in measured], [r.episodes_per_s for r in loop]),
+            group=GROUP,
+            label=f"episodes/s, adapter with {variant[1:]} worker(s) / Verifiers' own loop "
+            f"(goal >= {GOAL_OVER_LOOP})",
+            unit="ratio",
+            variant=variant,
+            **params,
+        )
+        recorder.record(
+            f"{GROUP}.{variant}.cpu_over_loop",
+            round_ratios(
+                [r.per_episode_ms(r.total_cpu_s) for r in measured],
+                [r.per_episode_ms(r.total_cpu_s) for r in loop],
+            ),
+            group=GROUP,
+            label=f"CPU per episode, adapter with {variant[1:]} worker(s) / Verifiers' own loop",
+            unit="ratio",
+            better="lower",
+            variant=variant,
+            **params,
+        )
+
+
+def stock04_goals(result: BenchResult) -> list[GoalRow]:
+    """The row's goal (adapter >= 0.95x Verifiers' own loop) per worker count, when measured."""
+    figures = result.by_key()
+    if (
+        not any(key.startswith(f"{GROUP}.") for key in figures)
+        and f"{GROUP}" not in result.settings
+    ):
+        return []
+    rows = []
+    for variant in ADAPTER_VARIANTS:
+        key = f"{GROUP}.{variant}.throughput_over_loop"
+        figure = figures.get(key)
+        value = None if figure is None else figure.median
+        if value is None:
+            status = str(result.settings.get(GROUP) or "unavailable: not measured in this run")
+        else:
+            status = "met" if value >= GOAL_OVER_LOOP else "not met"
+        rows.append(
+            GoalRow(
+                f"0.4 stock harness: adapter with {variant[1:]} worker(s) vs Verifiers' own loop",
+                key,
+                value,
+                f">= {GOAL_OVER_LOOP}",
+                status,
+            )
+        )
+    return rows
+
+
+__all__ = [
+    "ADAPTER_VARIANTS",
+    "LOOP",
+    "SplitCpu",
+    "StockLoop",
+    "StockRound",
+    "record_stock04",
+    "stock04_goals",
+    "worker_python_ok",
+]
+
+if __name__ == "__main__":  # pragma: no cover - a module, not a program
+    sys.exit("benchmarks.stock04 is driven by benchmarks/bench_stock04.py")
