@@ -1,16 +1,18 @@
 """Verifiers 0.4 on its stock harness: the adapter against Verifiers' own episode loop.
 
 mv-arith04 with Verifiers' ``null`` harness (a ``uv`` script per episode), one loopback engine,
-one episode concurrency, three sides measured in interleaved rounds (the order rotates each
-round): Verifiers' own loop (``benchmarks/verifiers04_loop.py`` in the worker venv), and the
-adapter with 1 and 2 local episode workers in that venv. See ``benchmarks/stock04.py`` for
-what each side runs and how its CPU is counted. Needs ``MILES_VERIFIERS_BENCH_WORKER_PYTHON04``
-(a venv with Verifiers 0.4, mv-arith04 and ``uv``; ``tox -e bench`` builds one); without it the
-row is recorded as unavailable.
+one episode concurrency, four sides measured in interleaved rounds (the order rotates each
+round): Verifiers' own loop (``benchmarks/verifiers04_loop.py`` in the worker venv) in one
+process and in two (half the groups and half the concurrency each), and the adapter with 1 and
+2 local episode workers in that venv. See ``benchmarks/stock04.py`` for what each side runs
+and how its CPU is counted. Needs ``MILES_VERIFIERS_BENCH_WORKER_PYTHON04`` (a venv with
+Verifiers 0.4, mv-arith04 and ``uv``; ``tox -e bench`` builds one); without it the row is
+recorded as unavailable.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from contextlib import ExitStack
 
@@ -24,11 +26,13 @@ from benchmarks.stock04 import (
     ADAPTER_VARIANTS,
     GROUP,
     LOOP,
+    LOOP_X2,
     TASKSET,
     SplitCpu,
     StockLoop,
     StockRound,
     record_stock04,
+    run_loops,
     worker_python_ok,
 )
 from benchmarks.workers import WORKER_PYTHON04, worker_settings
@@ -76,20 +80,26 @@ def test_stock_harness_against_verifiers_own_loop(
         if setup.settings is None:
             _unavailable(recorder, setup.unavailable or f"no settings for {variant}")
         settings[variant] = setup.settings.model_copy(update={"episode_worker_python": python04})
-    measured: dict[str, list[StockRound]] = {LOOP: [], **{v: [] for v in ADAPTER_VARIANTS}}
+    measured: dict[str, list[StockRound]] = {
+        LOOP: [],
+        LOOP_X2: [],
+        **{v: [] for v in ADAPTER_VARIANTS},
+    }
     errors: list[str] = []
 
     def measure() -> None:
         with ExitStack() as stack:
-            loop = StockLoop(
-                python=python04,
-                engine_url=url,
-                model=MODEL_ID,
-                concurrency=point.concurrency,
-                exclude_pids=(engine_pid,),
-            )
-            stack.callback(loop.close)
-            exclude = (engine_pid, loop.pid)
+
+            def loop_process(concurrency: int) -> StockLoop:
+                loop = StockLoop(
+                    python=python04, engine_url=url, model=MODEL_ID, concurrency=concurrency
+                )
+                stack.callback(loop.close)
+                return loop
+
+            one = [loop_process(point.concurrency)]
+            two = [loop_process(math.ceil(point.concurrency / 2)) for _ in range(2)]
+            exclude = (engine_pid, *(loop.pid for loop in one + two))
             drivers = {
                 variant: stack.enter_context(
                     rollout_driver(
@@ -106,17 +116,20 @@ def test_stock_harness_against_verifiers_own_loop(
                 for variant in ADAPTER_VARIANTS
             }
 
-            def loop_round() -> StockRound:
-                measured_round, found = loop.call(
+            def loop_round(loops: list[StockLoop]) -> StockRound:
+                others = [pid for pid in exclude if pid not in {loop.pid for loop in loops}]
+                measured_round, found = run_loops(
+                    loops,
                     groups=point.groups,
                     samples=point.samples_per_group,
+                    exclude=others,
                     max_tokens=scale.max_response_tokens,
                     chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
                 )
                 errors.extend(found)
                 return measured_round
 
-            sides = {LOOP: loop_round}
+            sides = {LOOP: lambda: loop_round(one), LOOP_X2: lambda: loop_round(two)}
             for variant, driver in drivers.items():
                 sides[variant] = lambda d=driver: _adapter_round(d, exclude)
             # Unmeasured: uv's script environment built, workers started, tokenizers loaded.

@@ -166,8 +166,9 @@ STANDARD = Scale(
         ),
     ),
     # Each episode runs Verifiers' chat program in a subprocess (~1.5 CPU-s), so 2 cores serve
-    # about one episode per second: 24 episodes a round, three sides, interleaved.
-    stock04_point=RolloutPoint(concurrency=8, groups=8, samples_per_group=3, rounds=4),
+    # about one episode per second: 8 episodes a round, four sides, a warm-up and 3 rounds
+    # (about 5 minutes on a quiet 2-core machine, 10 on a loaded one).
+    stock04_point=RolloutPoint(concurrency=4, groups=4, samples_per_group=2, rounds=3),
 )
 
 SMOKE = Scale(

@@ -44,7 +44,12 @@ if TYPE_CHECKING:
 
 GROUP = "stock04"
 LOOP = "verifiers-loop"
+LOOP_X2 = "verifiers-loop-x2"
+"""Verifiers' own loop in two processes, each with half the groups and concurrency: the
+baseline with as many episode processes as two workers."""
 ADAPTER_VARIANTS = ("w1", "w2")
+# (adapter variant, the loop it is divided by) for the ratios and the goals.
+COMPARISONS = (("w1", LOOP), ("w2", LOOP), ("w2", LOOP_X2))
 GOAL_OVER_LOOP = 0.95
 TASKSET = "mv-arith04-null"
 CONFIG = (
@@ -179,7 +184,6 @@ class StockLoop:
         model: str,
         concurrency: int,
         config: Path = CONFIG,
-        exclude_pids: Collection[int] = (),
         startup_timeout_s: float = 300.0,
     ) -> None:
         bin_dir = str(Path(python).parent)
@@ -198,7 +202,6 @@ class StockLoop:
             text=True,
             env=env,
         )  # fmt: skip
-        self._exclude = tuple(exclude_pids)
         ready = self._read(startup_timeout_s)
         if not ready.get("ready"):
             raise LoopError(f"Verifiers' loop said {ready!r} instead of being ready")
@@ -222,7 +225,7 @@ class StockLoop:
                     return dict(json.loads(line))
         raise LoopError(f"Verifiers' loop did not answer within {timeout_s:.0f} s")
 
-    def call(
+    def send(
         self,
         *,
         groups: int,
@@ -230,9 +233,8 @@ class StockLoop:
         max_tokens: int,
         temperature: float = 1.0,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        timeout_s: float = 900.0,
-    ) -> tuple[StockRound, list[str]]:
-        """One round: ``groups`` tasks x ``samples`` slots; the round and its first errors."""
+    ) -> None:
+        """Start one round: ``groups`` tasks x ``samples`` slots (:meth:`receive` ends it)."""
         assert self.process.stdin is not None
         request = {
             "groups": groups,
@@ -243,24 +245,11 @@ class StockLoop:
             "chat_template_kwargs": dict(chat_template_kwargs or {}),
         }
         self._next_task = (self._next_task + groups) % max(1, self.tasks)
-        meter = SplitCpu(exclude=self._exclude)
-        meter.start()
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
-        reply = self._read(timeout_s)
-        meter.stop()
-        # The benchmark process only waited on a pipe: not part of this side's cost.
-        return (
-            StockRound(
-                wall_s=float(reply["wall_s"]),
-                episodes=int(reply["episodes"]),
-                ok=int(reply["ok"]),
-                trainer_cpu_s=0.0,
-                process_cpu_s=meter.processes,
-                subprocess_cpu_s=meter.subprocesses,
-            ),
-            list(reply.get("errors") or []),
-        )
+
+    def receive(self, timeout_s: float = 900.0) -> dict[str, Any]:
+        return self._read(timeout_s)
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -275,6 +264,42 @@ class StockLoop:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait(timeout=15)
+
+
+def run_loops(
+    loops: Sequence[StockLoop],
+    *,
+    groups: int,
+    samples: int,
+    exclude: Collection[int] = (),
+    **request: Any,
+) -> tuple[StockRound, list[str]]:
+    """One round of Verifiers' own loop over ``loops`` (the groups shared out among them, all
+    running at once); its wall time is from the first request sent to the last answer read.
+    This process only waits on pipes meanwhile: its CPU is no part of the loop's cost."""
+    shares = [
+        groups // len(loops) + (1 if i < groups % len(loops) else 0) for i in range(len(loops))
+    ]
+    meter = SplitCpu(exclude=exclude)
+    meter.start()
+    started = time.perf_counter()
+    for loop, share in zip(loops, shares, strict=True):
+        if share:
+            loop.send(groups=share, samples=samples, **request)
+    replies = [loop.receive() for loop, share in zip(loops, shares, strict=True) if share]
+    wall = time.perf_counter() - started
+    meter.stop()
+    return (
+        StockRound(
+            wall_s=wall,
+            episodes=sum(int(r["episodes"]) for r in replies),
+            ok=sum(int(r["ok"]) for r in replies),
+            trainer_cpu_s=0.0,
+            process_cpu_s=meter.processes,
+            subprocess_cpu_s=meter.subprocesses,
+        ),
+        [e for r in replies for e in r.get("errors") or []],
+    )
 
 
 def worker_python_ok(python: str) -> str | None:
@@ -360,47 +385,61 @@ def _per_side_figures(rounds: Sequence[StockRound]) -> dict[str, tuple[_Figure, 
     }
 
 
+def _side(variant: str) -> str:
+    if variant == LOOP:
+        return "Verifiers' own loop"
+    if variant == LOOP_X2:
+        return "Verifiers' own loop in 2 processes"
+    return f"adapter, {variant[1:]} worker(s)"
+
+
+def _over(loop: str) -> str:
+    """The key suffix of a ratio to ``loop``."""
+    return "over_loop" if loop == LOOP else "over_loop_x2"
+
+
 def record_stock04(
     recorder: Recorder, rounds: Mapping[str, Sequence[StockRound]], **params: Any
 ) -> None:
     """Each side's figures, and each adapter variant over Verifiers' loop (per-round ratios
     of throughput and of CPU per episode; round i of each side was measured in one pass)."""
-    loop = rounds.get(LOOP, ())
     for variant, measured in rounds.items():
         if not measured:
             continue
-        side = "Verifiers' own loop" if variant == LOOP else f"adapter, {variant[1:]} worker(s)"
         for name, (figure, values) in _per_side_figures(measured).items():
             recorder.record(
                 f"{GROUP}.{variant}.{name}",
                 values,
                 group=GROUP,
-                label=f"{figure.label}, {side}",
+                label=f"{figure.label}, {_side(variant)}",
                 unit=figure.unit,
                 better=figure.better,
                 variant=variant,
                 **params,
             )
-        if variant == LOOP or len(loop) != len(measured):
+    for variant, loop in COMPARISONS:
+        measured, baseline = rounds.get(variant, ()), rounds.get(loop, ())
+        if not measured or len(baseline) != len(measured):
             continue
         recorder.record(
-            f"{GROUP}.{variant}.throughput_over_loop",
-            round_ratios([r.episodes_per_s for r in measured], [r.episodes_per_s for r in loop]),
+            f"{GROUP}.{variant}.throughput_{_over(loop)}",
+            round_ratios(
+                [r.episodes_per_s for r in measured], [r.episodes_per_s for r in baseline]
+            ),
             group=GROUP,
-            label=f"episodes/s, adapter with {variant[1:]} worker(s) / Verifiers' own loop "
-            f"(goal >= {GOAL_OVER_LOOP})",
+            label=f"episodes/s, {_side(variant)} / {_side(loop)} (goal >= {GOAL_OVER_LOOP})",
             unit="ratio",
             variant=variant,
             **params,
         )
         recorder.record(
-            f"{GROUP}.{variant}.cpu_over_loop",
+            f"{GROUP}.{variant}.cpu_{_over(loop)}",
             round_ratios(
                 [r.per_episode_ms(r.total_cpu_s) for r in measured],
-                [r.per_episode_ms(r.total_cpu_s) for r in loop],
+                [r.per_episode_ms(r.total_cpu_s) for r in baseline],
             ),
             group=GROUP,
-            label=f"CPU per episode, adapter with {variant[1:]} worker(s) / Verifiers' own loop",
+            label=f"CPU per episode, {_side(variant)} / {_side(loop)}",
             unit="ratio",
             better="lower",
             variant=variant,
@@ -409,16 +448,13 @@ def record_stock04(
 
 
 def stock04_goals(result: BenchResult) -> list[GoalRow]:
-    """The row's goal (adapter >= 0.95x Verifiers' own loop) per worker count, when measured."""
+    """The row's goal (adapter >= 0.95x Verifiers' own loop), per worker count and loop."""
     figures = result.by_key()
-    if (
-        not any(key.startswith(f"{GROUP}.") for key in figures)
-        and f"{GROUP}" not in result.settings
-    ):
+    if not any(key.startswith(f"{GROUP}.") for key in figures) and GROUP not in result.settings:
         return []
     rows = []
-    for variant in ADAPTER_VARIANTS:
-        key = f"{GROUP}.{variant}.throughput_over_loop"
+    for variant, loop in COMPARISONS:
+        key = f"{GROUP}.{variant}.throughput_{_over(loop)}"
         figure = figures.get(key)
         value = None if figure is None else figure.median
         if value is None:
@@ -427,7 +463,7 @@ def stock04_goals(result: BenchResult) -> list[GoalRow]:
             status = "met" if value >= GOAL_OVER_LOOP else "not met"
         rows.append(
             GoalRow(
-                f"0.4 stock harness: adapter with {variant[1:]} worker(s) vs Verifiers' own loop",
+                f"0.4 stock harness: {_side(variant)} vs {_side(loop)}",
                 key,
                 value,
                 f">= {GOAL_OVER_LOOP}",
@@ -440,10 +476,12 @@ def stock04_goals(result: BenchResult) -> list[GoalRow]:
 __all__ = [
     "ADAPTER_VARIANTS",
     "LOOP",
+    "LOOP_X2",
     "SplitCpu",
     "StockLoop",
     "StockRound",
     "record_stock04",
+    "run_loops",
     "stock04_goals",
     "worker_python_ok",
 ]
