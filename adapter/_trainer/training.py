@@ -384,8 +384,16 @@ class _Dispatcher:
                 self.outcomes[offset] = verdict.outcome
                 if verdict.outcome is Outcome.DROPPED and verdict.reason:
                     self.drops[verdict.reason] += 1
-                    if verdict.example_error:
-                        self.examples.setdefault(verdict.reason, verdict.example_error)
+                    if verdict.example_error and verdict.reason not in self.examples:
+                        self.examples[verdict.reason] = verdict.example_error
+                        # Once per reason and call: the rest are counted in the metrics.
+                        logger.warning(
+                            "dropped a group (%s): %s; more such drops this call are counted "
+                            "in rollout/dynamic_filter/drop_%s",
+                            verdict.reason,
+                            verdict.example_error,
+                            verdict.reason,
+                        )
                     logger.debug(
                         "dropped group at offset %d: %s (%s)",
                         offset,

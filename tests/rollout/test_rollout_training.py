@@ -185,6 +185,30 @@ def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
     assert "'trace_error'" in message and "HarnessError" in message
 
 
+def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = write_config(
+        tmp_path,
+        "mv_faulty",
+        taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
+    )
+    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
+    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers._trainer.training"):
+        with pytest.raises(DispatchBudgetError):
+            train(fn, 0, miles_loop)
+
+    drops = [r.getMessage() for r in caplog.records if "dropped a group" in r.getMessage()]
+    assert len(drops) == 1
+    assert "(trace_error)" in drops[0] and "HarnessError" in drops[0]
+
+
 def test_groups_given_contract_breaking_engine_answers_are_dropped_as_engine_contract(
     engine: RecordingEngine,
     engine_port: int,
