@@ -319,12 +319,15 @@ def describe04(request: DescribeRequest) -> Description:
     from miles_verifiers._episodes.clients import identify_renderer
     from miles_verifiers._episodes.content import check_task_prompts
     from miles_verifiers._episodes.describe import installed_versions
+    from miles_verifiers._episodes.harness_needs04 import check_harness_needs04
     from miles_verifiers._versions import WORKER_VERSIONS_04, require_supported_versions
 
     # The worker's own Verifiers is the one that runs the episodes: check it first.
     require_supported_versions(WORKER_VERSIONS_04)
     # Seat runtimes are described, not refused here: construction refuses every seat problem.
     loaded = load04(request.config_path, request.config_text, check_runtimes=False)
+    # What the seats' harnesses run on this machine (uv, a package index), before any episode.
+    check_harness_needs04(loaded.config, Path(request.config_path), tuple(config_prefix04(request)))
     check_task_prompts(loaded.tasks)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
     renderer = request.renderer
