@@ -166,9 +166,9 @@ STANDARD = Scale(
         ),
     ),
     # Each episode runs Verifiers' chat program in a subprocess (~1.5 CPU-s), so 2 cores serve
-    # about one episode per second: 8 episodes a round, four sides, a warm-up and 3 rounds
-    # (about 5 minutes on a quiet 2-core machine, 10 on a loaded one).
-    stock04_point=RolloutPoint(concurrency=4, groups=4, samples_per_group=2, rounds=3),
+    # about one episode per second: 8 episodes a round, four sides, a warm-up and 5 rounds
+    # (about 6 minutes on a quiet 2-core machine, 10 on a loaded one).
+    stock04_point=RolloutPoint(concurrency=4, groups=4, samples_per_group=2, rounds=5),
 )
 
 SMOKE = Scale(
