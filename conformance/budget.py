@@ -1,10 +1,13 @@
-"""Hypothesis budgets: a fast ``ci`` profile (the default) and a ``long`` one.
+"""Hypothesis budgets: a fast ``ci`` profile (the default), a ``long`` one and a ``smoke`` one.
 
 Every example runs real Verifiers episodes against the loopback engine (tens of ms to
 seconds each), so the CI budget is a handful of examples per property, generated
 deterministically so CI never flakes; ``long`` (``--conformance-profile long`` or
 ``CONFORMANCE_PROFILE=long``, the ``conformance-long`` tox env) explores ten times more,
-randomly, and shrinks failures to a minimal example.
+randomly, and shrinks failures to a minimal example. ``smoke`` runs each property's pinned
+examples and one generated example: every clause still gets a verdict, for the test command's
+runs of the same suite in other deployments (split trainer, Verifiers 0.4 workers), where
+``ci``'s budget has already explored the properties in-process.
 
 Both are hypothesis profiles (``conformance-ci``, ``conformance-long``), registered here. A
 property's budget is its profile with its own example count; the profile is not loaded as
@@ -19,7 +22,7 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV = "CONFORMANCE_PROFILE"
-PROFILES = ("ci", "long")
+PROFILES = ("smoke", "ci", "long")
 LONG_FACTOR = 10
 
 _SHARED = settings(
@@ -36,6 +39,7 @@ _SHARED = settings(
 settings.register_profile(
     "conformance-ci", _SHARED, derandomize=True, phases=(Phase.explicit, Phase.generate)
 )
+settings.register_profile("conformance-smoke", settings.get_profile("conformance-ci"))
 settings.register_profile(
     "conformance-long",
     _SHARED,
@@ -49,8 +53,13 @@ def profile() -> str:
 
 
 def budget(ci: int, long: int | None = None) -> settings:
-    """Settings for one property: ``ci`` examples by default, ``long`` under the long profile."""
-    is_long = profile() == "long"
-    examples = (long if long is not None else ci * LONG_FACTOR) if is_long else ci
-    parent = settings.get_profile("conformance-long" if is_long else "conformance-ci")
-    return settings(parent, max_examples=examples)
+    """Settings for one property: ``ci`` examples by default, ``long`` under the long profile,
+    one under the smoke profile."""
+    chosen = profile()
+    if chosen == "long":
+        examples = long if long is not None else ci * LONG_FACTOR
+    elif chosen == "smoke":
+        examples = 1
+    else:
+        chosen, examples = "ci", ci
+    return settings(settings.get_profile(f"conformance-{chosen}"), max_examples=examples)

@@ -98,7 +98,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--conformance-profile",
         choices=PROFILES,
         default=None,
-        help=f"hypothesis budget: ci (fast, default) or long; also ${PROFILE_ENV}",
+        help=f"hypothesis budget: ci (fast, default), long, or smoke (one generated example "
+        f"per property); also ${PROFILE_ENV}",
     )
 
 

@@ -1,4 +1,5 @@
-"""Hypothesis budgets: fast and deterministic by default, ten times larger under ``long``."""
+"""Hypothesis budgets: fast and deterministic by default, ten times larger under ``long``, one
+generated example under ``smoke``."""
 
 from __future__ import annotations
 
@@ -27,6 +28,18 @@ def test_long_profile_explores_more_and_shrinks(monkeypatch: pytest.MonkeyPatch)
     assert settings.max_examples == 30
     assert settings.derandomize is False
     assert "shrink" in {phase.name for phase in settings.phases}
+
+
+@pytest.mark.clause("SUITE-4")
+def test_smoke_profile_runs_one_generated_example_deterministically(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(PROFILE_ENV, "smoke")
+
+    settings = budget(ci=3)
+
+    assert settings.max_examples == 1
+    assert settings.derandomize is True
 
 
 @pytest.mark.clause("SUITE-4")
