@@ -22,6 +22,18 @@ contract only (what the call returns, or what goes over the wire to the engine):
   model and client pins, as an adapter that never reads them would, so a pin Miles cannot
   train faithfully is accepted (CFG-4).
 
+Two more break a rule of Verifiers 0.4's verdicts (the VER clauses, which run only with 0.4
+workers). Unlike the others they reach into the reference adapter: they rewrite the trace
+records its trainer side receives from its workers (``miles_verifiers._seam.pool.group_run``,
+whatever the backend), so the real training and evaluation rules judge what the mutant makes
+of them:
+
+- ``TrainsFailedSeats``: drops a record's ``episode_error`` when a seat's failure caused it, as
+  an adapter that never reads ``episode.ok`` would: the user simulator failed, the trainable
+  trace is ok, so it is trained (VER-2).
+- ``DropsRecoveredRetries``: counts every recorded error as a failure (the old ``error is not
+  None``): a trace or an episode that recovered under Verifiers' retries is failed (VER-1).
+
 Use with ``pytest conformance --adapter miles_verifiers_conformance.selftest.doubles:ReversedGroups``. The
 adapter they wrap is ``$CONFORMANCE_DOUBLES_WRAP`` (``module:attribute``), by default the
 reference adapter.
@@ -275,3 +287,60 @@ class IgnoresSeatPins(_Wrapper):
             super().__init__(constructor_input)
         finally:
             os.environ[CONFIG_VAR] = original
+
+
+# -- mutants of the 0.4 verdict rules: records rewritten where the trainer side receives them ---
+
+RecordRewrite = Callable[[Any], Any]
+
+
+def _rewrite_records(rewrite: RecordRewrite) -> None:
+    """Every worker answer the reference adapter's trainer side reads from now on has its
+    trace records passed through ``rewrite`` first (this process only: a nested suite run)."""
+    from miles_verifiers._seam import in_process, pool
+
+    original = getattr(pool.group_run, "__wrapped__", pool.group_run)
+
+    def group_run(result: Any) -> Any:
+        return original(result.model_copy(update={"traces": [rewrite(t) for t in result.traces]}))
+
+    group_run.__wrapped__ = original  # type: ignore[attr-defined]
+    pool.group_run = group_run
+    in_process.group_run = group_run
+
+
+def _seat_failure_hidden(record: Any) -> Any:
+    error = record.episode_error
+    if error is None or error.seat is None:
+        return record
+    return record.model_copy(update={"episode_error": None})
+
+
+def _recovery_failed(record: Any) -> Any:
+    from miles_verifiers._seam.records import EpisodeErrorRecord
+
+    update: dict[str, Any] = {}
+    if record.error is not None:
+        update["ok"] = False
+    if record.episode_recovered_errors and record.episode_error is None:
+        update["episode_error"] = EpisodeErrorRecord(
+            type="RecoveredEpisodeError",
+            message=f"{record.episode_recovered_errors} error(s) recorded by a retried episode",
+        )
+    return record.model_copy(update=update) if update else record
+
+
+class _RewritesRecords(_Wrapper):
+    rewrite: RecordRewrite
+
+    def __init__(self, constructor_input: Any) -> None:
+        _rewrite_records(type(self).rewrite)
+        super().__init__(constructor_input)
+
+
+class TrainsFailedSeats(_RewritesRecords):
+    rewrite = staticmethod(_seat_failure_hidden)
+
+
+class DropsRecoveredRetries(_RewritesRecords):
+    rewrite = staticmethod(_recovery_failed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,82 @@ def test_a_double_that_breaks_one_clause_fails_exactly_that_clause(
     assert set(failed) == {broken}, f"{double} failed {failed}, expected only {broken}"
     unexplained = [c["id"] for c in clauses if c["outcome"] == "not decided" and not c["reasons"]]
     assert not unexplained, f"not decided without a reason: {unexplained}"
+    assert run.returncode != 0, run.output[-3000:]
+
+
+# Mutants of Verifiers 0.4's verdict rules -> the one clause each breaks. The VER clauses run
+# only with 0.4 workers, so these runs do too: the workers' interpreter is the selftest env's
+# own 0.4 virtualenv ($CONFORMANCE_SELFTEST_WORKER_PYTHON04, built by `tox -e
+# conformance-selftest`), else this session's worker interpreter when it runs 0.4. Full matrix
+# or not, each runs the VER clauses' file only (the rest of the 0.4 selection would cost many
+# minutes a mutant and cannot meet these rewrites).
+BROKEN_04 = {
+    "TrainsFailedSeats": "VER-2",
+    "DropsRecoveredRetries": "VER-1",
+}
+WORKER_PYTHON04_ENV = "CONFORMANCE_SELFTEST_WORKER_PYTHON04"
+WORKER_PYTHON_ENV = "MILES_VERIFIERS_EPISODE_WORKER_PYTHON"
+
+
+def _runs_verifiers04(python: str) -> bool:
+    try:
+        done = subprocess.run(
+            [python, "-c", "import importlib.metadata as m; print(m.version('verifiers'))"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except OSError:
+        return False
+    return done.returncode == 0 and done.stdout.strip().startswith("0.4.")
+
+
+def worker_python04() -> str | None:
+    """An interpreter with Verifiers 0.4 for the nested runs' workers, if there is one."""
+    for name in (WORKER_PYTHON04_ENV, WORKER_PYTHON_ENV):
+        python = os.environ.get(name)
+        if python and _runs_verifiers04(python):
+            return python
+    return None
+
+
+@pytest.mark.clause("SUITE-1")
+@pytest.mark.parametrize("double", list(BROKEN_04))
+def test_a_mutant_of_the_04_verdicts_fails_exactly_its_clause(
+    double: str, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    python = worker_python04()
+    if python is None:
+        pytest.skip(
+            f"needs a worker interpreter with Verifiers 0.4 (${WORKER_PYTHON04_ENV}, as `tox -e "
+            "conformance-selftest` sets it): the VER clauses run only with 0.4 workers"
+        )
+    broken = BROKEN_04[double]
+
+    run = run_pytest(
+        [
+            "conformance/test_verdicts04.py",
+            f"--adapter=miles_verifiers_conformance.selftest.doubles:{double}",
+            f"--replacement-error={pytestconfig.getoption('--replacement-error')}",
+        ],
+        cwd=REPO_ROOT,
+        report_base=tmp_path / "report",
+        env={
+            WRAPPED_ENV: pytestconfig.getoption("--adapter"),
+            "MILES_VERIFIERS_DISPATCH_BUDGET_FACTOR": "2",
+            "MILES_VERIFIERS_EPISODE_WORKERS": "2",
+            WORKER_PYTHON_ENV: python,
+            "MILES_VERIFIERS_TESTKIT_CONFIGS": str(REPO_ROOT / "fixtures" / "configs" / "v04"),
+        },
+        timeout_s=1800,
+    )
+
+    assert run.report is not None, run.output[-3000:]
+    outcomes = {c["id"]: c["outcome"] for c in run.report["clauses"]}
+    failed = {cid for cid, outcome in outcomes.items() if outcome == "failed"}
+    assert failed == {broken}, f"{double} failed {sorted(failed)}, expected only {broken}"
+    others = {cid: o for cid, o in outcomes.items() if cid.startswith("VER-") and cid != broken}
+    assert set(others.values()) == {"passed"}, f"the other VER clauses must pass: {others}"
     assert run.returncode != 0, run.output[-3000:]
 
 
