@@ -26,10 +26,22 @@ from miles_verifiers_conformance.miles_side import (
     normalized_rewards,
 )
 from miles_verifiers_conformance.verdicts import ClauseBook
-from miles_verifiers_conformance.world import MilesWorld, identify, load_task_data, write_config
+from miles_verifiers_conformance.world import (
+    MilesWorld,
+    identify,
+    load_task_data,
+    skip_for_verifiers04,
+    write_config,
+)
 from miles_verifiers_testkit.engine import CompletionOrder, FaultPlan, PolicyConfig
 from miles_verifiers_testkit.harness.protocol import parse_answer, peer_agreement
 
+# Why these clauses are not decided with Verifiers 0.4 workers (the report shows it).
+NO_GROUP_REWARDS = (
+    "0.4 has no group rewards: a task's rollouts are independent episodes, so no reward is "
+    "computed across them (mv-group's agreement); there GRP-1 and GRP-2 are decided by "
+    "test_cycling.py and an episode's own judgement (Env.finalize) by FIN-1 and FIN-2"
+)
 CORRECT_WEIGHT = 1.0
 AGREEMENT_WEIGHT = 0.5
 
@@ -80,6 +92,7 @@ def test_groups_keep_their_task_rewards_and_order_whatever_the_completion_order(
         faults=FaultPlan(delay=0.6, delay_s=0.02, seed=jitter_seed, completion_order=order),
     )
     config = write_config(workdir, "mv_group", taskset={"num_tasks": num_tasks, "seed": 11})
+    skip_for_verifiers04(config, NO_GROUP_REWARDS)
     tasks = load_task_data(config)
     prompts = [str(t.prompt) for t in tasks]
     label_of = {str(t.prompt): t.label for t in tasks}
