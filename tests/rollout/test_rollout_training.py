@@ -162,19 +162,24 @@ def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults
             assert sample.status.value in TRAINABLE
 
 
-def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
+def every_group_fails(build_rollout_fn: RolloutFnFactory, tmp_path: Path) -> Any:
+    """A function whose every group is dropped (a harness error), with a small budget."""
     config = write_config(
         tmp_path,
         "mv_faulty",
         taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+    return build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+
+
+def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
+    engine: RecordingEngine,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> None:
+    fn = every_group_fails(build_rollout_fn, tmp_path)
 
     # That it ends with the replacement error is the conformance suite's (FLT-2).
     with pytest.raises(DispatchBudgetError) as caught:
@@ -192,13 +197,7 @@ def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    config = write_config(
-        tmp_path,
-        "mv_faulty",
-        taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
-    )
-    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+    fn = every_group_fails(build_rollout_fn, tmp_path)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers._trainer.training"):
         with pytest.raises(DispatchBudgetError):
