@@ -39,6 +39,7 @@ from miles_verifiers_conformance.checks import (
 from miles_verifiers_conformance.miles_side import miles_args
 from miles_verifiers_conformance.verdicts import ClauseBook
 from miles_verifiers_conformance.world import MilesWorld, require_taskset, write_config
+from miles_verifiers_testkit.miles.configs import fixture_configs
 
 TASKSET = "mv-arith04"
 # The user seat's system prompt in mv_arith_user_sim.toml (its `persona`) opens with this.
@@ -70,6 +71,9 @@ def chat_program_ready() -> None:
     python = os.environ.get("MILES_VERIFIERS_EPISODE_WORKER_PYTHON")
     if not python:
         pytest.skip("the stock 0.4 harnesses run in a worker venv; none is set")
+    if not (fixture_configs() / "mv_arith_null.toml").is_file():
+        # Checked before preparing anything: a 0.2 worker venv has no 0.4 chat program.
+        pytest.skip(f"a Verifiers 0.4 fixture: the configs here ({fixture_configs()}) are 0.2's")
     from miles_verifiers._seam.worker_path import path_with_bin_first
 
     environ = {**os.environ, "PATH": path_with_bin_first(python, os.environ.get("PATH"))}
