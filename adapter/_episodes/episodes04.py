@@ -221,7 +221,8 @@ def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRu
     carrying its own episode's verdict, and, when a slot yields no trace to train or judge,
     why (see the module docstring)."""
     records: list[TraceRecord] = []
-    failure: SlotsRun | None = None
+    # Why the first slot that yielded no trainable trace failed (the group fails with it).
+    missing: EpisodeErrorRecord | None = None
     for slot, episode in enumerate(episodes):
         verdict: EpisodeErrorRecord | None
         if isinstance(episode, LateSlot):
@@ -246,17 +247,15 @@ def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRu
                 TRAINABLE_COUNT_ERROR, tag_with_code(UNSUPPORTED_REQUEST_CODE, message)
             )
             return SlotsRun(tuple(records), "episode_error", refusal)
-        if not trainable and failure is None:
-            if verdict is None:
-                verdict = _error(
-                    TRAINABLE_COUNT_ERROR,
-                    f"rollout {slot} of task {idx} yielded no trace of a trainable agent",
-                )
-            kind = "episode_timeout" if verdict.timeout else "episode_error"
-            failure = SlotsRun((), kind, verdict)
-    if failure is not None:
-        return SlotsRun(tuple(records), failure.failure, failure.error)
-    return SlotsRun(tuple(records))
+        if not trainable and missing is None:
+            missing = verdict or _error(
+                TRAINABLE_COUNT_ERROR,
+                f"rollout {slot} of task {idx} yielded no trace of a trainable agent",
+            )
+    if missing is None:
+        return SlotsRun(tuple(records))
+    kind = "episode_timeout" if missing.timeout else "episode_error"
+    return SlotsRun(tuple(records), kind, missing)
 
 
 async def run_slots(

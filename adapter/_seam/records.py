@@ -101,7 +101,7 @@ class TraceRecord(_Record):
     # whether it trains the policy (the worker sends only trainable ones for samples).
     agent_name: str | None = None
     agent_trainable: bool = True
-    # Rewards Verifiers left unscored (None): the worker fails such a group as a whole.
+    # Rewards Verifiers left unscored (None): the worker fails such a rollout (episode_error).
     unscored: list[str] = []
     # Protocol 2.1: Verifiers' own verdicts, read, never inferred. ``ok`` is the trace's
     # verdict (0.4 ``trace.ok``; 0.2 ``not trace.has_error``); None from an older worker.
