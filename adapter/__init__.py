@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from miles_verifiers._errors import (
+from miles_verifiers.errors import (
     CommandLineError,
     EngineError,
     MilesVerifiersError,
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from miles_verifiers._trainer.rollout import (
+    from miles_verifiers.trainer.rollout import (
         AdapterSettings,
         VerifiersRolloutFn,
         generate_rollout,
@@ -43,7 +43,7 @@ _LAZY = {"AdapterSettings", "VerifiersRolloutFn", "generate_rollout"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from miles_verifiers._trainer import rollout
+        from miles_verifiers.trainer import rollout
 
         return getattr(rollout, name)
     raise AttributeError(f"module 'miles_verifiers' has no attribute {name!r}")

@@ -73,8 +73,8 @@ class SideBySide:
 async def _side_by_side(
     url: str, prompts: list[tuple[int, ...]], requests: int, concurrency: int, rotation: int
 ) -> SideBySide:
-    from miles_verifiers._transport import SGLangTransport, TransportSettings
-    from miles_verifiers._transport.request import build_generate_call
+    from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+    from miles_verifiers.episodes.transport.request import build_generate_call
 
     settings = TransportSettings(
         engine_url=url, max_response_len=MAX_TOKENS, served_model_names=(MODEL_ID,)

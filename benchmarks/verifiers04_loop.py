@@ -95,7 +95,7 @@ class SGLangWire(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if not request.url.path.rstrip("/").endswith(GENERATE_SUFFIX):
             return await self._inner.handle_async_request(request)
-        from miles_verifiers._transport.response import convert_generate_output
+        from miles_verifiers.episodes.transport.response import convert_generate_output
 
         body = json.loads(await request.aread())
         rid = f"vfloop_{next(self._rids)}"

@@ -48,7 +48,7 @@ def replacement_error(pytestconfig: pytest.Config) -> type:
 @pytest.fixture(scope="session")
 def contract() -> Any:
     """Miles' contract types when Miles is importable, the project's port otherwise."""
-    from miles_verifiers._contract.compat import contract as resolve
+    from miles_verifiers.trainer.contract.compat import contract as resolve
 
     return resolve()
 

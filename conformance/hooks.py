@@ -23,7 +23,7 @@ DROP_REASON = "conformance_drop_pattern"
 
 def drop_listed_prompts(args: Namespace, samples: list[Any], **_: Any) -> Any:
     """A Miles dynamic filter: ``fn(args, samples) -> DynamicFilterOutput``."""
-    from miles_verifiers._contract.compat import contract
+    from miles_verifiers.trainer.contract.compat import contract
 
     listed = getattr(args, "conformance_drop_prompts", ())
     flat = [s for item in samples for s in (item if isinstance(item, list) else [item])]

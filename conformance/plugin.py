@@ -39,7 +39,7 @@ from miles_verifiers_conformance.verdicts import ClauseBook, ClauseFailures, Sto
 
 DEFAULT_ADAPTER = "miles_verifiers:VerifiersRolloutFn"
 DEFAULT_REPORT = "reports/conformance"
-DEFAULT_REPLACEMENT_ERROR = "miles_verifiers._trainer.scheduling:DispatchBudgetError"
+DEFAULT_REPLACEMENT_ERROR = "miles_verifiers.trainer.scheduling:DispatchBudgetError"
 DEFAULT_CALL_DEADLINE_S = 120.0
 
 # Under pytest-xdist the tests run in worker processes and the controller writes the report.

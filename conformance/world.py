@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._episodes.config import CONFIG_ENV_VAR
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR
 from miles_verifiers_testkit.miles import (
     DEFAULT_DEADLINE_S,
     FIXTURE_CONFIGS,

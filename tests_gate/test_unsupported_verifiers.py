@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from miles_verifiers import SetupError, VerifiersRolloutFn
-from miles_verifiers._contract.compat import contract
-from miles_verifiers._versions import UnsupportedVersionError
+from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers.versions import UnsupportedVersionError
 from miles_verifiers_testkit.miles import miles_args
 
 CONFIG = Path(__file__).parents[1] / "fixtures" / "configs" / "mv_arith.toml"
@@ -50,7 +50,7 @@ def test_check_reports_the_version_message_without_a_traceback() -> None:
     env = {k: v for k, v in os.environ.items() if k != WORKER_PYTHON}
     done = subprocess.run(
         [
-            sys.executable, "-m", "miles_verifiers._cli", "check", "--config", str(CONFIG),
+            sys.executable, "-m", "miles_verifiers.cli.main", "check", "--config", str(CONFIG),
             "--rollout-batch-size", "2", "--n-samples-per-prompt", "2", "--num-rollout", "1",
             "--rollout-max-response-len", "64", "--hf-checkpoint", "Qwen/Qwen3-0.6B",
         ],

@@ -95,7 +95,7 @@ def test_miles_own_nonzero_std_filter_drops_a_group_whose_rewards_are_all_equal(
         custom_rm_path=f"{HOOKS}.group_size_reward",
         dynamic_sampling_filter_path=f"{MILES_FILTERS}.check_reward_nonzero_std",
     )
-    from miles_verifiers._trainer.training import ReplacementBudgetError
+    from miles_verifiers.trainer.training import ReplacementBudgetError
 
     with pytest.raises(ReplacementBudgetError, match="zero_std_2.0"):
         train(build(CLASS_PATH, args, engine_port), rollout_id=0)

@@ -24,7 +24,7 @@ contract only (what the call returns, or what goes over the wire to the engine):
 
 Two more break a rule of Verifiers 0.4's verdicts (the VER clauses, which run only with 0.4
 workers). Unlike the others they reach into the reference adapter: they rewrite the trace
-records its trainer side receives from its workers (``miles_verifiers._seam.pool.group_run``,
+records its trainer side receives from its workers (``miles_verifiers.trainer.backends.pool.group_run``,
 whatever the backend), so the real training and evaluation rules judge what the mutant makes
 of them:
 
@@ -297,7 +297,7 @@ RecordRewrite = Callable[[Any], Any]
 def _rewrite_records(rewrite: RecordRewrite) -> None:
     """Every worker answer the reference adapter's trainer side reads from now on has its
     trace records passed through ``rewrite`` first (this process only: a nested suite run)."""
-    from miles_verifiers._seam import in_process, pool
+    from miles_verifiers.trainer.backends import in_process, pool
 
     original = getattr(pool.group_run, "__wrapped__", pool.group_run)
 
@@ -317,7 +317,7 @@ def _seat_failure_hidden(record: Any) -> Any:
 
 
 def _recovery_failed(record: Any) -> Any:
-    from miles_verifiers._seam.records import EpisodeErrorRecord
+    from miles_verifiers.protocol.records import EpisodeErrorRecord
 
     update: dict[str, Any] = {}
     if record.error is not None:

@@ -46,14 +46,14 @@ def preload_tokenizers() -> None:
     """The fixture model's tokenizer, loaded here once (about a second of CPU per load) for
     every forked run to inherit: the loopback engine's (it memoises its load) and one copy per
     renderer of the reference adapter's default pool, which its pools take instead of loading
-    their own (see ``miles_verifiers._episodes.preloaded``, as in its worker template).
+    their own (see ``miles_verifiers.episodes.preloaded``, as in its worker template).
     Another adapter, or a run on another model, loads its own."""
     from miles_verifiers_testkit.engine import load_tokenizer
     from miles_verifiers_testkit.miles.args import MODEL
 
     load_tokenizer(MODEL)
     from miles_verifiers import AdapterSettings
-    from miles_verifiers._episodes.preloaded import preload
+    from miles_verifiers.episodes.preloaded import preload
 
     preload(MODEL, AdapterSettings.model_fields["renderer_pool_size"].default)
 

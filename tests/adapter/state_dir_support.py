@@ -12,7 +12,7 @@ from pathlib import Path
 # A second process: claims the directory, says so, and holds it until its stdin closes.
 HOLDER = """
 import sys
-from miles_verifiers._trainer.state_dir import claim
+from miles_verifiers.trainer.state_dir import claim
 try:
     claim(sys.argv[1])
 except Exception as error:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from verifiers.v1 import EnvConfig, Environment
 
-from miles_verifiers._episodes.config import (
+from miles_verifiers.episodes.v02.config import (
     CONFIG_ENV_VAR,
     ConfigError,
     ConfigPathError,
@@ -32,8 +32,8 @@ from miles_verifiers._episodes.config import (
     prepare_run,
     read_config_file,
 )
-from miles_verifiers._trainer.options import UnsupportedOptionsError, validate_options
-from miles_verifiers._versions import UnsupportedVersionError
+from miles_verifiers.trainer.options import UnsupportedOptionsError, validate_options
+from miles_verifiers.versions import UnsupportedVersionError
 
 # -- the path ------------------------------------------------------------------------------------
 

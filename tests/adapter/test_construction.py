@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._trainer.construction import (
+from miles_verifiers.trainer.construction import (
     STAGES,
     Stage,
     StageResult,

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from verifiers.v1 import ImageUrlContentPart, TextContentPart, UserMessage
 
-from miles_verifiers._episodes.content import (
+from miles_verifiers.episodes.content import (
     NonTextContentError,
     check_task_prompts,
     plain_text_messages,

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from miles_verifiers._contract import compat, filters, rollout, sample
-from miles_verifiers._contract.compat import (
+from miles_verifiers.trainer.contract import compat, filters, rollout, sample
+from miles_verifiers.trainer.contract.compat import (
     ContractUnavailableError,
     build_sample,
     get_routing_key,

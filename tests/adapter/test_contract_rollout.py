@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from miles_verifiers._contract import (
+from miles_verifiers.trainer.contract import (
     DynamicFilterOutput,
     MetricGatherer,
     RolloutFnBaseInput,

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers._contract import Sample
-from miles_verifiers._seam.records import ErrorRecord, trace_record
-from miles_verifiers._trainer.conversion import (
+from miles_verifiers.protocol.records import ErrorRecord, trace_record
+from miles_verifiers.trainer.contract import Sample
+from miles_verifiers.trainer.conversion import (
     MissingLogprobsError,
     MultipleBranchesError,
     RewardKeyError,
@@ -344,8 +344,8 @@ def test_error_wins_over_truncation(task_data, build_trace):
 
 
 def test_engine_abort_is_aborted_not_failed(single_turn_trace):
-    from miles_verifiers._errors import tag_message
-    from miles_verifiers._transport.errors import EngineAbortedError
+    from miles_verifiers.engine.errors import EngineAbortedError
+    from miles_verifiers.errors import tag_message
 
     message = tag_message(EngineAbortedError, "the engine aborted after 3 token(s)")
     single_turn_trace.capture_error(vf.ProviderError(message, status_code=503))
@@ -380,7 +380,7 @@ def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
 
 
 def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_trace):
-    from miles_verifiers._transport.sessions import PrefixCacheUsage
+    from miles_verifiers.episodes.transport.sessions import PrefixCacheUsage
 
     usage = {single_turn_trace.id: PrefixCacheUsage(cached_tokens=4, prompt_tokens=6)}
 

@@ -13,11 +13,8 @@ import verifiers.v1 as vf
 from verifiers.v1.errors import model_error
 
 import miles_verifiers
-from miles_verifiers import _errors as errors
-from miles_verifiers._episodes.clients import UnsupportedRequestError
-from miles_verifiers._errors import is_unsupported_request
-from miles_verifiers._trainer.conversion import looks_like_engine_abort
-from miles_verifiers._transport.errors import (
+from miles_verifiers import errors
+from miles_verifiers.engine.errors import (
     EngineAborted,
     EngineAbortedError,
     InvalidPrompt,
@@ -27,6 +24,9 @@ from miles_verifiers._transport.errors import (
     error_for_output,
     error_for_rejection,
 )
+from miles_verifiers.episodes.v02.clients import UnsupportedRequestError
+from miles_verifiers.errors import is_unsupported_request
+from miles_verifiers.trainer.conversion import looks_like_engine_abort
 
 FAMILIES = (
     errors.SetupError,

@@ -7,18 +7,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from miles_verifiers._contract import Sample
-from miles_verifiers._episodes.calls import GroupRun
-from miles_verifiers._errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
-from miles_verifiers._seam.records import (
+from miles_verifiers.episodes.v02.calls import GroupRun
+from miles_verifiers.errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
+from miles_verifiers.protocol.records import (
     EpisodeErrorRecord,
     ErrorRecord,
     TraceRecord,
     trace_record,
 )
-from miles_verifiers._trainer.evaluation import EvalSetup, evaluate, group_entries
-from miles_verifiers._trainer.hooks import MilesHooks
-from miles_verifiers._trainer.training import UnsupportedRequestRunError
+from miles_verifiers.trainer.contract import Sample
+from miles_verifiers.trainer.evaluation import EvalSetup, evaluate, group_entries
+from miles_verifiers.trainer.hooks import MilesHooks
+from miles_verifiers.trainer.training import UnsupportedRequestRunError
 
 
 @pytest.fixture

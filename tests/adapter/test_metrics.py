@@ -7,9 +7,9 @@ import argparse
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers._contract import Sample
-from miles_verifiers._seam.records import trace_record
-from miles_verifiers._trainer.metrics import (
+from miles_verifiers.protocol.records import trace_record
+from miles_verifiers.trainer.contract import Sample
+from miles_verifiers.trainer.metrics import (
     TraceSummary,
     drop_metrics,
     merge,

@@ -7,8 +7,8 @@ import argparse
 import pytest
 from pydantic import ValidationError
 
-from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
-from miles_verifiers._trainer.options import (
+from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers.trainer.options import (
     FLAGS,
     InvalidOptionsError,
     MilesOptions,

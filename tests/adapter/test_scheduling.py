@@ -25,7 +25,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from miles_verifiers._trainer.scheduling import (
+from miles_verifiers.trainer.scheduling import (
     LATEST_CHECKPOINT_FILE_NAME,
     MAX_CHECKPOINT_STARTS,
     STATE_FILE_NAME,
@@ -49,7 +49,7 @@ from miles_verifiers._trainer.scheduling import (
     tasks_to_dispatch,
     write_state,
 )
-from miles_verifiers._trainer.training import TaskStream
+from miles_verifiers.trainer.training import TaskStream
 
 K, D, P = Outcome.KEPT, Outcome.DROPPED, Outcome.PENDING
 
@@ -97,7 +97,7 @@ def test_shuffle_is_reproducible_across_instances():
 
 def test_shuffle_is_the_same_in_a_process_with_another_hash_seed():
     code = (
-        "from miles_verifiers._trainer.scheduling import TaskOrder;"
+        "from miles_verifiers.trainer.scheduling import TaskOrder;"
         "print(list(TaskOrder(30, 42, True).epoch_order(3)))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.protocol.messages import (
     Description,
     RuntimeDescription,
     SeatDescription,
     ServiceRuntimeDescription,
 )
-from miles_verifiers._seam.records import TaskRecord
-from miles_verifiers._trainer.construction import inputs, stages_named, survey
-from miles_verifiers._trainer.options import validate_options
-from miles_verifiers._trainer.seats import SeatSetupError, check_seats, seat_problems
+from miles_verifiers.protocol.records import TaskRecord
+from miles_verifiers.trainer.construction import inputs, stages_named, survey
+from miles_verifiers.trainer.options import validate_options
+from miles_verifiers.trainer.seats import SeatSetupError, check_seats, seat_problems
 
 LOCAL = RuntimeDescription(type="subprocess", local=True)
 

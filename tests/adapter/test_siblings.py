@@ -11,11 +11,11 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers import AdapterSettings
-from miles_verifiers._contract import Sample
-from miles_verifiers._contract.filters import call_dynamic_filter
-from miles_verifiers._episodes.calls import GroupRun
-from miles_verifiers._seam.records import TraceRecord, trace_record
-from miles_verifiers._trainer.conversion import (
+from miles_verifiers.episodes.v02.calls import GroupRun
+from miles_verifiers.protocol.records import TraceRecord, trace_record
+from miles_verifiers.trainer.contract import Sample
+from miles_verifiers.trainer.contract.filters import call_dynamic_filter
+from miles_verifiers.trainer.conversion import (
     BranchPolicy,
     MultipleBranchesError,
     convert_group,
@@ -23,10 +23,10 @@ from miles_verifiers._trainer.conversion import (
     trace_to_samples,
     training_output,
 )
-from miles_verifiers._trainer.hooks import MilesHooks, RewardModel
-from miles_verifiers._trainer.rollout import SettingsError
-from miles_verifiers._trainer.scheduling import TaskOrder
-from miles_verifiers._trainer.training import (
+from miles_verifiers.trainer.hooks import MilesHooks, RewardModel
+from miles_verifiers.trainer.rollout import SettingsError
+from miles_verifiers.trainer.scheduling import TaskOrder
+from miles_verifiers.trainer.training import (
     Judged,
     SiblingRewardError,
     TrainSetup,

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from miles_verifiers._trainer.state_dir import (
+from miles_verifiers.trainer.state_dir import (
     LOCK_FILE_NAME,
     StateDirError,
     StateDirLockedError,

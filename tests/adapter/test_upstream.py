@@ -1,8 +1,8 @@
 """The non-public upstream pieces the adapter relies on, checked against the installed packages.
 
-One test per entry of ``miles_verifiers._episodes.upstream``'s list, named after the symbol: after an
+One test per entry of ``miles_verifiers.episodes.v02.upstream``'s list, named after the symbol: after an
 upgrade of verifiers, renderers or aiohttp, the failing test here names what moved. The last
-tests keep every such touch inside ``miles_verifiers._episodes.upstream``.
+tests keep every such touch inside ``miles_verifiers.episodes.v02.upstream``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import httpx
 import pytest
 import verifiers.v1 as vf
 
-from miles_verifiers._episodes import upstream
-from miles_verifiers._episodes.clients import growing_pool_class
-from miles_verifiers._transport import SGLangTransport
+from miles_verifiers.episodes.transport import SGLangTransport
+from miles_verifiers.episodes.v02 import upstream
+from miles_verifiers.episodes.v02.clients import growing_pool_class
 
 REPO = Path(__file__).resolve().parents[2]
 ADAPTER = REPO / "adapter"
@@ -225,7 +225,7 @@ def test_renderers_maybe_offload_moves_only_renderer_pool_work_to_a_thread() -> 
 def test_renderers_maybe_offload_runs_the_loop_renderer_inline_and_the_pool_on_a_thread() -> None:
     from renderers.client import _maybe_offload
 
-    from miles_verifiers._episodes.inline_render import InlineRenderer
+    from miles_verifiers.episodes.inline_render import InlineRenderer
 
     pool = growing_pool_class()(FakeRenderer, 1)
     inline = InlineRenderer(FakeRenderer(), pool)
@@ -448,13 +448,15 @@ def upstream_touches(path: Path) -> list[str]:
 
 def test_no_adapter_module_but_upstream_touches_a_private_upstream_symbol() -> None:
     modules = [
-        p for p in sorted(ADAPTER.rglob("*.py")) if p != ADAPTER / "_episodes" / "upstream.py"
+        p
+        for p in sorted(ADAPTER.rglob("*.py"))
+        if p != ADAPTER / "episodes" / "v02" / "upstream.py"
     ]
 
     touches = [touch for path in modules for touch in upstream_touches(path)]
 
     assert len(modules) > 10
-    assert touches == [], "move these into miles_verifiers._episodes.upstream:\n" + "\n".join(
+    assert touches == [], "move these into miles_verifiers.episodes.v02.upstream:\n" + "\n".join(
         touches
     )
 

@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 
-from miles_verifiers._versions import (
+from miles_verifiers.versions import (
     SUPPORTED_VERSIONS,
     UnsupportedVersionError,
     check_versions,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._episodes.worker import Generation02, WorkerHandler
-from miles_verifiers._seam.framing import FrameError, encode_frame, read_frame, tag, untag
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.episodes.worker import Generation02, WorkerHandler
+from miles_verifiers.protocol.framing import FrameError, encode_frame, read_frame, tag, untag
+from miles_verifiers.protocol.messages import (
     PROTOCOL_VERSION,
     CallStart,
     CleanupSpec,
@@ -28,7 +28,7 @@ from miles_verifiers._seam.protocol import (
     read_reply,
     read_request,
 )
-from miles_verifiers._seam.records import (
+from miles_verifiers.protocol.records import (
     BranchRecord,
     ErrorRecord,
     NodeRecord,

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from miles_verifiers import AdapterSettings, SetupError
-from miles_verifiers._episodes.calls import GroupRun
-from miles_verifiers._seam import ray_backend
-from miles_verifiers._seam.link import WorkerLostError
-from miles_verifiers._trainer.rollout import SettingsError
-from miles_verifiers._trainer.scheduling import Outcome
-from miles_verifiers._trainer.training import judge_group
+from miles_verifiers.episodes.v02.calls import GroupRun
+from miles_verifiers.trainer.backends import ray as ray_backend
+from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.rollout import SettingsError
+from miles_verifiers.trainer.scheduling import Outcome
+from miles_verifiers.trainer.training import judge_group
 
 
 def test_one_episode_worker_and_the_local_backend_are_the_defaults() -> None:

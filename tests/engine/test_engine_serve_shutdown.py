@@ -80,7 +80,7 @@ def _stop_with_requests_in_flight(signum: signal.Signals) -> Stopped:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **offline_environ(), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "miles_verifiers._cli", "engine", "serve", "--port", str(port),
+        [sys.executable, "-m", "miles_verifiers.cli.main", "engine", "serve", "--port", str(port),
          "--decode-s-per-token", "0.02", *FAULT_FLAGS, "--log-level", "info"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip

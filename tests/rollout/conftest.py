@@ -59,7 +59,7 @@ def build_rollout_fn(
     """Construct the rollout function as Miles does: ``VERIFIERS_CONFIG`` set, construction
     with no engine address, then the router address put on the same args."""
     from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-    from miles_verifiers._contract.compat import contract
+    from miles_verifiers.trainer.contract.compat import contract
     from miles_verifiers_testkit.miles import construct_rollout_fn
 
     def build(

@@ -12,7 +12,7 @@ from typing import Any
 
 def drop_listed_prompts(args: Namespace, samples: list[Any], **_: Any) -> Any:
     """Dynamic filter: drop a group whose prompt is one of ``args.test_drop_prompts``."""
-    from miles_verifiers._contract.compat import contract
+    from miles_verifiers.trainer.contract.compat import contract
 
     listed = getattr(args, "test_drop_prompts", ())
     dropped = any(text in str(sample.prompt) for sample in samples for text in listed)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from miles_verifiers._contract.compat import contract
+from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers_conformance.checks import sample_fingerprint as fingerprint
 from miles_verifiers_testkit import miles as kit
 from miles_verifiers_testkit.miles import (

@@ -20,7 +20,7 @@ def imported() -> list[str]:
 
 def main(port: int, config: str) -> None:
     from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-    from miles_verifiers._contract.compat import contract
+    from miles_verifiers.trainer.contract.compat import contract
     from miles_verifiers_testkit.miles import (
         MilesLoop,
         call_from_worker_thread,

@@ -223,7 +223,7 @@ def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setti
     tmp_path: Path,
     closing: list[VerifiersRolloutFn],
 ) -> None:
-    from miles_verifiers._seam.pool import WorkerRestartLimitError
+    from miles_verifiers.trainer.backends.pool import WorkerRestartLimitError
 
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
     args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)

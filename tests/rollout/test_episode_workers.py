@@ -218,7 +218,7 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
 
 
 def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) -> None:
-    from miles_verifiers._seam.local import LocalWorker, WorkerTemplate
+    from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
 
     template = WorkerTemplate()
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn, generate_rollout
-from miles_verifiers._contract.compat import contract
-from miles_verifiers._trainer.rollout import LEGACY_CACHE_SIZE, _legacy_instance
+from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers.trainer.rollout import LEGACY_CACHE_SIZE, _legacy_instance
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -249,7 +249,7 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
     fn = build_rollout_fn(args, config, settings=settings)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers._episodes.calls"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes.v02.calls"):
         output = call(fn, train_input(0), miles_loop)
 
     sample = output.samples[0][0]
@@ -315,7 +315,7 @@ def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
 def test_an_engine_serving_another_model_is_refused_before_any_generate_request(
     miles_loop: MilesLoop, build_rollout_fn: RolloutFnFactory, tmp_path: Path, rollout_input: Any
 ) -> None:
-    from miles_verifiers._transport import EngineModelMismatchError
+    from miles_verifiers.episodes.transport import EngineModelMismatchError
     from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, serve_engine
 
     other = "meta-llama/Llama-3.2-1B-Instruct"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from verifiers.v1.errors import ProviderError
 
-from miles_verifiers._episodes.clients import (
+from miles_verifiers.episodes.v02.clients import (
     MilesTrainClient,
     RendererSpec,
     UnsupportedRequestError,
@@ -18,8 +18,8 @@ from miles_verifiers._episodes.clients import (
     renderer_identity,
     shared_renderer_pool,
 )
-from miles_verifiers._errors import is_unsupported_request
-from miles_verifiers._trainer.engine_settings import EngineAddressUnsetError, engine_url_from_args
+from miles_verifiers.errors import is_unsupported_request
+from miles_verifiers.trainer.engine_settings import EngineAddressUnsetError, engine_url_from_args
 from tests.rollout.rollout_support import MODEL
 
 
@@ -186,7 +186,7 @@ def test_text_content_parts_render_as_their_concatenated_text(model: str) -> Non
 
 @pytest.mark.parametrize("model", RENDERED_MODELS)
 def test_a_non_text_content_part_is_refused_before_rendering_naming_its_type(model: str) -> None:
-    from miles_verifiers._episodes.content import NonTextContentError
+    from miles_verifiers.episodes.content import NonTextContentError
 
     pool = model_pool(model)
 

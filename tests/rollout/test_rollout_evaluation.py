@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._contract.compat import contract
+from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers_testkit.engine import FaultPlan
 from tests.rollout.rollout_support import (
     MilesLoop,

@@ -13,18 +13,18 @@ import pytest
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import ChatDialect
 
-from miles_verifiers._episodes.clients import (
-    MilesTrainClient,
-    RendererSpec,
-    growing_pool_class,
-    shared_renderer_pool,
-)
-from miles_verifiers._episodes.inline_render import (
+from miles_verifiers.episodes.inline_render import (
     INLINE_MAX_CHARS,
     INLINE_MAX_MESSAGES,
     InlineRenderer,
     prompt_size,
     renders_inline,
+)
+from miles_verifiers.episodes.v02.clients import (
+    MilesTrainClient,
+    RendererSpec,
+    growing_pool_class,
+    shared_renderer_pool,
 )
 from miles_verifiers_conformance.render_corpus import (
     CASES,

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from miles_verifiers import AdapterSettings
-from miles_verifiers._contract.compat import contract
-from miles_verifiers._trainer.conversion import MultipleBranchesError
-from miles_verifiers._trainer.scheduling import DispatchBudgetError, read_state
-from miles_verifiers._trainer.training import ReplacementBudgetError, UnsupportedRequestRunError
+from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers.trainer.conversion import MultipleBranchesError
+from miles_verifiers.trainer.scheduling import DispatchBudgetError, read_state
+from miles_verifiers.trainer.training import ReplacementBudgetError, UnsupportedRequestRunError
 from miles_verifiers_testkit.engine import (
     EngineConfig,
     FaultPlan,
@@ -130,7 +130,7 @@ def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_an
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1)
     fn = build_rollout_fn(args, config)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers._trainer.training"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.trainer.training"):
         output = train(fn, 3, miles_loop)
         train(fn, 4, miles_loop)
 
@@ -199,7 +199,7 @@ def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
 ) -> None:
     fn = every_group_fails(build_rollout_fn, tmp_path)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers._trainer.training"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.trainer.training"):
         with pytest.raises(DispatchBudgetError):
             train(fn, 0, miles_loop)
 

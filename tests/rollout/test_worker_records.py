@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._seam.protocol import GroupResult, Reply, read_reply
-from miles_verifiers._seam.records import TraceRecord
-from miles_verifiers._trainer.conversion import trace_to_sample
-from miles_verifiers._trainer.evaluation import group_entries
-from miles_verifiers._trainer.metrics import summarize_trace
+from miles_verifiers.protocol.messages import GroupResult, Reply, read_reply
+from miles_verifiers.protocol.records import TraceRecord
+from miles_verifiers.trainer.conversion import trace_to_sample
+from miles_verifiers.trainer.evaluation import group_entries
+from miles_verifiers.trainer.metrics import summarize_trace
 from miles_verifiers_testkit.engine import FaultPlan
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -90,7 +90,7 @@ def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entr
     build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
-    from miles_verifiers._episodes.calls import GroupRun
+    from miles_verifiers.episodes.v02.calls import GroupRun
 
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
     fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)

@@ -11,7 +11,7 @@ import os
 import sys
 
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
-from miles_verifiers._contract.compat import contract
+from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers_testkit.miles import MilesLoop, construct_rollout_fn
 from tests.rollout.rollout_support import call, miles_args, point_at, train_input
 

@@ -7,7 +7,7 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from miles_verifiers._runner import check_command, rollout_command
+from miles_verifiers.cli import check_command, rollout_command
 from miles_verifiers_testkit import demo_command
 
 
@@ -41,7 +41,7 @@ class CallOrderProbe:
     """
 
     def __init__(self, constructor_input: object) -> None:
-        from miles_verifiers._contract.compat import contract
+        from miles_verifiers.trainer.contract.compat import contract
 
         self.types = contract()
         self.args = constructor_input.args  # type: ignore[attr-defined]

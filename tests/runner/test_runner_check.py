@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._trainer.engine_settings import router_drop_warning
-from miles_verifiers._transport.routers import RouterKind
+from miles_verifiers.engine.routers import RouterKind
+from miles_verifiers.trainer.engine_settings import router_drop_warning
 from tests.runner.runner_support import run_command
 
 pytestmark = pytest.mark.slow
@@ -66,7 +66,7 @@ def test_a_pass_through_router_keeps_every_sampling_key():
 def test_check_warns_about_a_key_the_router_drops_and_passes_like_construction(
     silent_router, monkeypatch
 ):
-    import miles_verifiers._trainer.construction as construction
+    import miles_verifiers.trainer.construction as construction
 
     configured = construction.sampling_config_values
     monkeypatch.setattr(

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from miles_verifiers._seam.protocol import PROTOCOL_VERSION
+from miles_verifiers.protocol.messages import PROTOCOL_VERSION
 from tests.runner.runner_support import run_command
 from tests.runner.test_runner_check import VALID, silent_router  # noqa: F401 (a fixture)
 

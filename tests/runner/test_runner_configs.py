@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.configs import ConfigNameError, fixture_config_names, resolve_config
+from miles_verifiers.cli.configs import ConfigNameError, fixture_config_names, resolve_config
 
 
 def test_fixture_name_resolves_to_the_packaged_config():

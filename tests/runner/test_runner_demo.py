@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.arguments import cli_namespace, resolve_config_option
-from miles_verifiers._runner.schedule import plan_calls
+from miles_verifiers.cli.arguments import cli_namespace, resolve_config_option
+from miles_verifiers.cli.schedule import plan_calls
 from miles_verifiers_testkit.demo_command import DEMO_FLAGS
 from miles_verifiers_testkit.tokenizers import offline_environ
 from tests.dead_proxy import behind_dead_proxy, dead_proxy_url
@@ -49,7 +49,7 @@ def test_flags_given_to_demo_override_its_settings(parse):
 
 
 def test_demo_settings_pass_the_adapters_option_checks(parse):
-    from miles_verifiers._trainer.options import find_option_problems
+    from miles_verifiers.trainer.options import find_option_problems
 
     _, args = _demo_args(parse)
     assert find_option_problems(args) == []
@@ -66,7 +66,7 @@ def test_the_demo_runs_to_completion_behind_a_dead_proxy(tmp_path: Path) -> None
     # own: the adapter adds loopback to NO_PROXY in its own environment, never in this one's.
     environ = behind_dead_proxy({**os.environ, **offline_environ()}, dead_proxy_url())
     finished = subprocess.run(
-        [sys.executable, "-m", "miles_verifiers._cli", "demo"],
+        [sys.executable, "-m", "miles_verifiers.cli.main", "demo"],
         cwd=tmp_path,
         env=environ,
         capture_output=True,

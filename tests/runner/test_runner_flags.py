@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._runner.flags import PassthroughError, parse_passthrough, parse_scalar
+from miles_verifiers.cli.flags import PassthroughError, parse_passthrough, parse_scalar
 
 
 def test_typed_flags_land_on_their_miles_attribute(parse):
@@ -166,7 +166,7 @@ def test_passthrough_flag_with_underscores_is_refused_with_the_dashed_spelling()
 
 
 def test_every_typed_flag_is_one_miles_defines():
-    from miles_verifiers._runner.flags import MILES_FLAGS
-    from miles_verifiers._runner.miles_flag_names import MILES_FLAG_NAMES
+    from miles_verifiers.cli.flags import MILES_FLAGS
+    from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
 
     assert {spec.flag for spec in MILES_FLAGS} <= MILES_FLAG_NAMES

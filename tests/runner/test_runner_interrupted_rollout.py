@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.outputs import leftover_partials
+from miles_verifiers.cli.outputs import leftover_partials
 from miles_verifiers_testkit.tokenizers import offline_environ
 from tests.runner.runner_support import run_command
 
@@ -85,7 +85,7 @@ def _run_and_signal(tmp: Path, signum: int, rollouts: int) -> Signalled:
     out, err = tmp / "stdout.txt", tmp / "stderr.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "miles_verifiers._cli", *_argv(tmp)],
+            [sys.executable, "-X", "faulthandler", "-m", "miles_verifiers.cli.main", *_argv(tmp)],
             cwd=tmp,
             env={**os.environ, **offline_environ()},
             stdout=stdout,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers import _cli as cli
-from miles_verifiers._runner import configs, engine, environment, kit
+from miles_verifiers.cli import configs, engine, environment, kit
+from miles_verifiers.cli import main as cli
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from miles_verifiers._runner.loop import BackgroundLoop, RolloutCallTimeout, call_rollout_function
+from miles_verifiers.cli.loop import BackgroundLoop, RolloutCallTimeout, call_rollout_function
 
 
 def test_a_sync_function_result_is_returned_as_is():
@@ -78,7 +78,7 @@ def test_code_on_the_loop_sees_it_as_current_and_other_threads_do_not():
 
 
 def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
-    from miles_verifiers._trainer import rollout
+    from miles_verifiers.trainer import rollout
 
     async def nested() -> None:
         coroutine = asyncio.sleep(0)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._runner.arguments import cli_namespace
-from miles_verifiers._runner.namespace import (
+from miles_verifiers.cli.arguments import cli_namespace
+from miles_verifiers.cli.namespace import (
     EVAL_PLACEHOLDER_NAME,
     NamespaceError,
     build_namespace,
 )
-from miles_verifiers._trainer.options import miles_defaults
+from miles_verifiers.trainer.options import miles_defaults
 
 
 def test_unset_options_take_miles_defaults():
@@ -117,7 +117,7 @@ def test_a_given_rollout_num_gpus_is_kept():
 
 
 def test_the_test_kit_namespace_has_the_runners_miles_defaults():
-    from miles_verifiers._runner.namespace import build_namespace
+    from miles_verifiers.cli.namespace import build_namespace
     from miles_verifiers_testkit.miles import SMALL_RUN
     from miles_verifiers_testkit.miles import miles_args as kit_miles_args
 

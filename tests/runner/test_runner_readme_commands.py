@@ -82,8 +82,8 @@ def _environment() -> dict[str, str]:
 
 
 def _argv(words: list[str]) -> list[str]:
-    # The installed console script is ``miles_verifiers._cli:main``; run that with this Python.
-    return [sys.executable, "-m", "miles_verifiers._cli", *words[1:]]
+    # The installed console script is ``miles_verifiers.cli.main:main``; run that with this Python.
+    return [sys.executable, "-m", "miles_verifiers.cli.main", *words[1:]]
 
 
 def _run_to_completion(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from miles_verifiers._runner.resume import resume_words
-from miles_verifiers._runner.schedule import ResumePoint
+from miles_verifiers.cli.resume import resume_words
+from miles_verifiers.cli.schedule import ResumePoint
 
 
 def _resume(words: list[str], tmp_path: Path, **kwargs: object) -> list[str]:

@@ -100,7 +100,7 @@ def test_metrics_json_has_a_record_per_call(finished):
 
 
 def test_metrics_json_records_what_the_trainer_and_the_episodes_ran(finished):
-    from miles_verifiers._seam.protocol import PROTOCOL_VERSION
+    from miles_verifiers.protocol.messages import PROTOCOL_VERSION
 
     versions = json.loads(finished.metrics.read_text())["versions"]
     assert versions["trainer"]["verifiers"] == "0.2.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._runner.schedule import (
+from miles_verifiers.cli.schedule import (
     PlannedCall,
     ResumePoint,
     ScheduleError,

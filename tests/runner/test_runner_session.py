@@ -10,22 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._contract.compat import contract
-from miles_verifiers._runner.environment import use_fixture_tokenizers
-from miles_verifiers._runner.loading import (
+from miles_verifiers.cli.environment import use_fixture_tokenizers
+from miles_verifiers.cli.loading import (
     LegacyRolloutFunction,
     RolloutFunctionPathError,
     build_rollout_function,
 )
-from miles_verifiers._runner.namespace import build_namespace
-from miles_verifiers._runner.outputs import OutputPathError
-from miles_verifiers._runner.schedule import ResumePoint, plan_calls
-from miles_verifiers._runner.session import (
+from miles_verifiers.cli.namespace import build_namespace
+from miles_verifiers.cli.outputs import OutputPathError
+from miles_verifiers.cli.schedule import ResumePoint, plan_calls
+from miles_verifiers.cli.session import (
     ConstructionError,
     RolloutOutputError,
     RunRequest,
     run_rollouts,
 )
+from miles_verifiers.trainer.contract.compat import contract
 from tests.runner.runner_support import PROBES
 
 SUPPORT = "tests.runner.runner_support"

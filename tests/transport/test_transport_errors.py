@@ -7,7 +7,7 @@ import openai
 import pytest
 from verifiers.v1.errors import OverlongPromptError, ProviderError, model_error
 
-from miles_verifiers._transport.errors import (
+from miles_verifiers.engine.errors import (
     EngineAborted,
     EngineAbortedError,
     MalformedEngineResponseError,

@@ -13,7 +13,7 @@ import openai
 import pytest
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers._transport import (
+from miles_verifiers.episodes.transport import (
     EngineAbortedError,
     EngineAddressError,
     MalformedEngineResponseError,
@@ -413,7 +413,7 @@ def test_concurrent_turns_each_get_their_own_answer(make_harness) -> None:
 def test_dropped_keys_are_logged_once_at_debug(make_harness, echo_reply, caplog) -> None:
     h = make_harness()
     h.engine.replies.extend([echo_reply([1]), echo_reply([1])])
-    caplog.set_level(logging.DEBUG, logger="miles_verifiers._transport.transport")
+    caplog.set_level(logging.DEBUG, logger="miles_verifiers.episodes.transport.transport")
 
     async def two() -> None:
         await post(h.transport, renderer_body(routed_experts_prompt_start=3))
@@ -431,7 +431,7 @@ def test_dropped_keys_are_logged_once_at_debug(make_harness, echo_reply, caplog)
 def test_keys_the_rust_router_drops_are_warned_about_once(make_harness, echo_reply, caplog) -> None:
     h = make_harness(router="sglang-router")
     h.engine.replies.extend([echo_reply([1]), echo_reply([1])])
-    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+    caplog.set_level(logging.WARNING, logger="miles_verifiers.episodes.transport.transport")
 
     async def two() -> None:
         await post(h.transport, renderer_body(logit_bias={"7": 1.0}))
@@ -445,7 +445,7 @@ def test_keys_the_rust_router_drops_are_warned_about_once(make_harness, echo_rep
 
 def _router_drop_warnings(make_harness, echo_reply, caplog, shared: set[str] | None) -> int:
     """Dropped-key warnings from two transports (two calls), each posting logit_bias once."""
-    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+    caplog.set_level(logging.WARNING, logger="miles_verifiers.episodes.transport.transport")
     for _ in range(2):
         h = make_harness(router="sglang-router", router_drops_warned=shared)
         h.engine.replies.append(echo_reply([1]))
@@ -471,6 +471,6 @@ def test_transports_of_different_owners_each_warn_about_a_dropped_key(
 def test_a_pass_through_router_gives_no_dropped_key_warning(make_harness, echo_reply, caplog):
     h = make_harness(router="pass-through")
     h.engine.replies.append(echo_reply([1]))
-    caplog.set_level(logging.WARNING, logger="miles_verifiers._transport.transport")
+    caplog.set_level(logging.WARNING, logger="miles_verifiers.episodes.transport.transport")
     run(post(h.transport, renderer_body(logit_bias={"7": 1.0})))
     assert not [r for r in caplog.records if "drops sampling param" in r.getMessage()]

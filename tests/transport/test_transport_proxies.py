@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._transport.proxies import (
+from miles_verifiers.engine.proxies import (
     direct_mounts,
     ensure_loopback_bypass,
     environment_proxy_for,

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers._transport import (
+from miles_verifiers.episodes.transport import (
     InvalidPrompt,
     MultimodalNotSupported,
     RequestRejected,
     RoutingPolicy,
     TransportSettings,
 )
-from miles_verifiers._transport.request import build_generate_call, is_known_continuation
+from miles_verifiers.episodes.transport.request import build_generate_call, is_known_continuation
 
 MakeSettings = Callable[..., TransportSettings]
 

@@ -13,8 +13,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from renderers.client import _parse_completion_logprobs, parse_generate_response
 
-from miles_verifiers._transport.errors import EngineAborted, MalformedOutput
-from miles_verifiers._transport.response import convert_generate_output
+from miles_verifiers.engine.errors import EngineAborted, MalformedOutput
+from miles_verifiers.episodes.transport.response import convert_generate_output
 
 Answer = Callable[..., dict[str, Any]]
 

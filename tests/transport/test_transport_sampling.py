@@ -11,15 +11,15 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers._transport import InvalidSamplingParams, TransportSettings
-from miles_verifiers._transport.limits import EngineLimits
-from miles_verifiers._transport.sampling import (
+from miles_verifiers.engine.limits import EngineLimits
+from miles_verifiers.engine.sampling import (
     RENAMED_KEYS,
     SGLANG_SAMPLING_KEYS,
     merge_stop_token_ids,
     new_token_budget,
     translate_sampling,
 )
+from miles_verifiers.episodes.transport import InvalidSamplingParams, TransportSettings
 
 MakeSettings = Callable[..., TransportSettings]
 

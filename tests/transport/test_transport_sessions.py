@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers._transport.sessions import (
+from miles_verifiers.episodes.transport.sessions import (
     PrefixCacheLedger,
     PrefixCacheUsage,
     SessionLedger,

@@ -6,14 +6,14 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from miles_verifiers._transport import (
+from miles_verifiers.engine.settings import resolve_engine_url
+from miles_verifiers.episodes.transport import (
     EngineAddressError,
     RetryPolicy,
     RoutingPolicy,
     TimeoutPolicy,
     TransportSettings,
 )
-from miles_verifiers._transport.settings import resolve_engine_url
 
 
 def test_minimal_settings_need_only_url_and_response_limit() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from miles_verifiers._transport import EngineAbortedError, SGLangTransport, WorkerListError
-from miles_verifiers._transport.workers import abort_on_workers, list_workers, worker_base_url
+from miles_verifiers.engine.workers import abort_on_workers, list_workers, worker_base_url
+from miles_verifiers.episodes.transport import EngineAbortedError, SGLangTransport, WorkerListError
 
 ROUTER = "http://router.test:8000"
 
@@ -93,7 +93,7 @@ def test_a_direct_worker_is_logged_once(caplog: pytest.LogCaptureFixture) -> Non
     url = "http://direct-once.test:30000"
     info = httpx.Response(200, json={"model_path": "m"})
     transport, _ = routed({("GET", f"{url}/model_info"): info})
-    with caplog.at_level("INFO", logger="miles_verifiers._transport.workers"):
+    with caplog.at_level("INFO", logger="miles_verifiers.engine.workers"):
         run_with(transport, lambda c: list_workers(c, url))
         run_with(transport, lambda c: list_workers(c, url))
     notes = [r for r in caplog.records if "single SGLang worker" in r.getMessage()]

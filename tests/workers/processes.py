@@ -76,7 +76,7 @@ def descendants(root: int | None = None) -> list[ProcessInfo]:
 
 
 # Local episode workers are forked by a template process, so they share its command line.
-TEMPLATE_MODULE = "miles_verifiers._episodes.template"
+TEMPLATE_MODULE = "miles_verifiers.episodes.template"
 
 
 def episode_workers(root: int | None = None, below: list[ProcessInfo] | None = None) -> list[int]:

@@ -51,8 +51,8 @@ CASES = {
 LOAD = """
 import json, sys, tomllib
 from pathlib import Path
-from miles_verifiers._episodes.config import ConfigError
-from miles_verifiers._episodes.config04 import check_local_runtimes, read_config04
+from miles_verifiers.episodes.v02.config import ConfigError
+from miles_verifiers.episodes.v04.config import check_local_runtimes, read_config04
 
 configs, cases = Path(sys.argv[1]), json.loads(sys.argv[2])
 answers = {}

@@ -24,9 +24,9 @@ from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 os.environ.update(offline_environ())
 build_all()
 from huggingface_hub import snapshot_download
-from miles_verifiers._episodes.config04 import describe04
-from miles_verifiers._seam.protocol import DescribeRequest, RendererSpecModel
-from miles_verifiers._trainer.engine_settings import RendererSetupError
+from miles_verifiers.episodes.v04.config import describe04
+from miles_verifiers.protocol.messages import DescribeRequest, RendererSpecModel
+from miles_verifiers.trainer.engine_settings import RendererSetupError
 
 checkpoint = sys.argv[1]
 if checkpoint == "copy":  # a local copy of Qwen3's tokenizer, under a name Renderers lacks
@@ -151,9 +151,9 @@ for name, source in json.loads(sys.argv[2]).items():
     (root / name).mkdir()
     (root / name / "__init__.py").write_text(source)
 sys.path.insert(0, str(root))
-from miles_verifiers._episodes.config import ConfigError
-from miles_verifiers._episodes.config04 import describe04
-from miles_verifiers._seam.protocol import DescribeRequest
+from miles_verifiers.episodes.v02.config import ConfigError
+from miles_verifiers.episodes.v04.config import describe04
+from miles_verifiers.protocol.messages import DescribeRequest
 
 answers = {}
 for name, text in json.loads(sys.argv[3]).items():

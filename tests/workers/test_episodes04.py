@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._episodes.episodes04 import (
+from miles_verifiers.episodes.v04.episodes import (
     EPISODE_ERROR,
     TRAINABLE_COUNT_ERROR,
     UNSCORED_ERROR,
@@ -22,15 +22,15 @@ from miles_verifiers._episodes.episodes04 import (
     judge_episodes,
     run_slots,
 )
-from miles_verifiers._episodes.records04 import NOT_OK_ERROR, trace_record04
-from miles_verifiers._episodes.upstream04 import CallEndedError, TransportLoans, _hooked
-from miles_verifiers._episodes.worker import Generation02, WorkerHandler, generation_for
-from miles_verifiers._errors import is_unsupported_request
-from miles_verifiers._seam.pool import group_run
-from miles_verifiers._seam.protocol import GroupResult
-from miles_verifiers._seam.records import TraceRecord
-from miles_verifiers._trainer.training import UnsupportedRequestRunError, judge_group
-from miles_verifiers._versions import (
+from miles_verifiers.episodes.v04.records import NOT_OK_ERROR, trace_record04
+from miles_verifiers.episodes.v04.upstream import CallEndedError, TransportLoans, _hooked
+from miles_verifiers.episodes.worker import Generation02, WorkerHandler, generation_for
+from miles_verifiers.errors import is_unsupported_request
+from miles_verifiers.protocol.messages import GroupResult
+from miles_verifiers.protocol.records import TraceRecord
+from miles_verifiers.trainer.backends.pool import group_run
+from miles_verifiers.trainer.training import UnsupportedRequestRunError, judge_group
+from miles_verifiers.versions import (
     SUPPORTED_VERSIONS,
     WORKER_VERSIONS_04,
     check_versions,

@@ -1,7 +1,7 @@
 """``check`` (and so construction) refuses, before any episode, a Verifiers 0.4 seat whose harness
 cannot prepare its program where the episodes run: the stock ``null`` harness runs Verifiers'
 chat program as a ``uv`` script, so the worker venv needs ``uv`` and ``uv`` needs its package
-index (adapter/_episodes/harness_needs04.py). The describe step runs in the workers' interpreter
+index (adapter/episodes/v04/harness_needs.py). The describe step runs in the workers' interpreter
 with the workers' ``PATH``, so these run ``miles-verifiers check`` as a user would, against a
 worker venv with ``uv`` (tox -e verifiers04 installs it) and a view of that venv without it.
 """
@@ -87,8 +87,8 @@ def test_the_null_harness_with_uv_in_the_worker_venv_and_its_index_passes_check(
 _PREFLIGHT = """
 import sys, tomllib
 from pathlib import Path
-from miles_verifiers._episodes.config04 import read_config04
-from miles_verifiers._episodes.harness_needs04 import check_harness_needs04
+from miles_verifiers.episodes.v04.config import read_config04
+from miles_verifiers.episodes.v04.harness_needs import check_harness_needs04
 path = Path(sys.argv[1])
 config, shaped = read_config04(tomllib.loads(path.read_text()), path)
 check_harness_needs04(config, path, shaped.prefix, environ={"PATH": "/nonexistent"})

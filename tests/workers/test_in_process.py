@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from miles_verifiers._episodes.calls import describe_error
-from miles_verifiers._seam.call import WorkerCallScope
-from miles_verifiers._seam.in_process import InProcessEpisodes
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.episodes.v02.calls import describe_error
+from miles_verifiers.protocol.messages import (
     CallStart,
     Done,
     EpisodeErrorRecord,
     GroupRequest,
     GroupResult,
 )
-from miles_verifiers._seam.records import TaskRecord, TraceRecord
+from miles_verifiers.protocol.records import TaskRecord, TraceRecord
+from miles_verifiers.trainer.backends.call import WorkerCallScope
+from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
 
 # Bounds each scenario (a hang fails the test instead of stalling the suite).
 SCENARIO_BOUND_S = 20.0

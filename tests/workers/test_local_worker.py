@@ -12,8 +12,13 @@ import signal
 import sys
 from typing import Any
 
-from miles_verifiers._seam.link import WorkerLostError
-from miles_verifiers._seam.local import TEMPLATE_MODULE, LocalWorker, WorkerPipes, WorkerTemplate
+from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.backends.local import (
+    TEMPLATE_MODULE,
+    LocalWorker,
+    WorkerPipes,
+    WorkerTemplate,
+)
 from tests.workers.processes import (
     ProcessInfo,
     descendants,
@@ -132,7 +137,7 @@ def test_a_worker_ends_cleanly_on_sigterm() -> None:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
-            "from miles_verifiers._episodes.child import main; main()",
+            "from miles_verifiers.episodes.child import main; main()",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

@@ -11,11 +11,8 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._errors import RolloutCallError
-from miles_verifiers._seam.call import WorkerCallScope
-from miles_verifiers._seam.link import WorkerLostError
-from miles_verifiers._seam.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.protocol.messages import (
     CleanupSpec,
     Done,
     GroupRequest,
@@ -25,6 +22,9 @@ from miles_verifiers._seam.protocol import (
     WorkerSetup,
     read_request,
 )
+from miles_verifiers.trainer.backends.call import WorkerCallScope
+from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
 
 # Bounds the scenarios below by (a hang fails the test instead of stalling the suite).
 SCENARIO_BOUND_S = 20.0

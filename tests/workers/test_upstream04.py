@@ -1,4 +1,4 @@
-"""The non-public Verifiers 0.4.0 pieces the 0.4 episode worker uses (``_episodes.upstream04``) are still
+"""The non-public Verifiers 0.4.0 pieces the 0.4 episode worker uses (``episodes.v04.upstream``) are still
 there, in the shape used, and the 0.4 fixture chat loop's MCP client works with mcp 2. Run by the
 episodes' interpreter when it has Verifiers 0.4 (``MILES_VERIFIERS_EPISODE_WORKER_PYTHON``, as
 ``tox -e verifiers04`` sets it); skipped elsewhere."""
@@ -17,7 +17,7 @@ def test_interception_resolve_client_builds_a_train_client_whose_client_is_our_t
         """
         from verifiers.v1 import TrainClientConfig
         from verifiers.v1.interception import server
-        from miles_verifiers._episodes.upstream04 import LentTransport, TransportLoans, install_transport_hook
+        from miles_verifiers.episodes.v04.upstream import LentTransport, TransportLoans, install_transport_hook
 
         loans = install_transport_hook(TransportLoans())
         url, lent = loans.lend("c1", object())
@@ -41,7 +41,7 @@ def test_an_overlong_prompt_reaches_a_04_harness_as_a_context_overflow():
         """
         import httpx, openai, renderers
         from verifiers.v1.harnesses.utils.compaction import is_context_overflow
-        from miles_verifiers._transport.errors import overlong_prompt
+        from miles_verifiers.engine.errors import overlong_prompt
 
         error = overlong_prompt("the prompt has 9 tokens; the SGLang engine accepts fewer than 8")
         assert isinstance(error, renderers.OverlongPromptError), type(error)

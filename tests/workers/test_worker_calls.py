@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from miles_verifiers._episodes.calls import CleanupLimits, EnvironmentPool
-from miles_verifiers._episodes.worker import WorkerHandler
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.episodes.v02.calls import CleanupLimits, EnvironmentPool
+from miles_verifiers.episodes.worker import WorkerHandler
+from miles_verifiers.protocol.messages import (
     CallEnd,
     CallStart,
     CleanupSpec,

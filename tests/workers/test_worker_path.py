@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers._seam import procs
-from miles_verifiers._seam.local import LocalWorker, WorkerTemplate
-from miles_verifiers._seam.worker_path import path_with_bin_first
+from miles_verifiers.protocol.worker_path import path_with_bin_first
+from miles_verifiers.trainer.backends import procs
+from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
 
 TOOL = "mv-only-in-the-worker-venv"
 
@@ -24,7 +24,7 @@ TOOL = "mv-only-in-the-worker-venv"
 # starts, it runs the program as an episode's harness would, and writes down what it got.
 PROBE = f"""
 import os, subprocess
-from miles_verifiers._episodes import child
+from miles_verifiers.episodes import child
 
 _serve = child.main
 
@@ -107,7 +107,7 @@ def test_the_workers_directory_moves_first_when_path_already_holds_it() -> None:
 def test_a_ray_actor_puts_its_interpreters_directory_first_on_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from miles_verifiers._seam.ray_backend import _EpisodeWorkerActor
+    from miles_verifiers.trainer.backends.ray import _EpisodeWorkerActor
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setattr(procs, "become_child_subreaper", lambda: True)

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers._seam.call import WorkerCallScope
-from miles_verifiers._seam.pool import PoolLimits, WorkerPool
-from miles_verifiers._seam.protocol import (
+from miles_verifiers.protocol.messages import (
     PROTOCOL_VERSION,
     CleanupSpec,
     Done,
@@ -23,11 +21,13 @@ from miles_verifiers._seam.protocol import (
     WorkerSetup,
     read_request,
 )
-from miles_verifiers._seam.reported_versions import (
+from miles_verifiers.protocol.versions import (
     WorkerVersionsError,
     trainer_versions,
     version_line,
 )
+from miles_verifiers.trainer.backends.call import WorkerCallScope
+from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool
 
 DESCRIBED = {"python": "3.11.7", "verifiers": "0.4.0", "renderers": "0.1.12", "protocol": "2.1"}
 
@@ -139,7 +139,7 @@ def test_a_run_on_workers_records_the_versions_their_interpreter_described() -> 
     import sys
     from types import SimpleNamespace
 
-    from miles_verifiers._trainer.rollout import AdapterSettings, run_versions
+    from miles_verifiers.trainer.rollout import AdapterSettings, run_versions
 
     settings = AdapterSettings(episode_worker_python=sys.executable)
 

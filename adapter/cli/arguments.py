@@ -1,0 +1,105 @@
+"""The command-line surface shared by ``rollout``, ``demo`` and ``check``, and its reading.
+
+A sub-parser built by :func:`new_subparser` takes the runner's own options, the typed Miles
+flags and any other ``--flag`` as passthrough. :func:`resolve_config_option` and
+:func:`cli_namespace` turn the parsed command line into the config path and the Miles
+namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.cli.configs import fixture_config_names, resolve_config
+from miles_verifiers.cli.environment import is_fixture_model, tokenizer_source
+from miles_verifiers.cli.flags import (
+    EXTRA_FLAGS_DEST,
+    EXTRA_FLAGS_OPTION,
+    accept_passthrough,
+    add_miles_arguments,
+    given_miles_flags,
+    parse_passthrough,
+    passthrough_tokens,
+)
+from miles_verifiers.cli.loading import DEFAULT_ROLLOUT_FUNCTION
+from miles_verifiers.cli.namespace import build_namespace
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR
+
+
+def new_subparser(
+    subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """A sub-command parser with the shared options and Miles passthrough."""
+    parser = subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        usage="%(prog)s [options] [--other-miles-flag [VALUE ...] ...]",
+        allow_abbrev=False,  # an unknown flag must never be read as a known one's prefix
+    )
+    accept_passthrough(parser)
+    runner = parser.add_argument_group("runner options")
+    runner.add_argument(
+        "--config",
+        default=None,
+        help="Verifiers V1 TOML config, or a fixture config name "
+        f"({', '.join(fixture_config_names())}); default: ${CONFIG_ENV_VAR}",
+    )
+    runner.add_argument(
+        "--no-fixture-tokenizers",
+        dest="fixture_tokenizers",
+        action="store_false",
+        help="do not build and use the offline fixture tokenizers for fixture model ids "
+        "(the Hugging Face cache and network settings are then left alone)",
+    )
+    runner.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    runner.add_argument(
+        EXTRA_FLAGS_OPTION,
+        dest=EXTRA_FLAGS_DEST,
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="let --NAME through although this Miles-flag list does not know it (a flag of a "
+        "newer Miles); repeat for each such flag. Any other unknown flag is an error.",
+    )
+    add_miles_arguments(parser)
+    return parser
+
+
+def resolve_config_option(cli: argparse.Namespace) -> Path | None:
+    """The ``--config`` path, or None to leave ``VERIFIERS_CONFIG`` as the environment has it."""
+    value = getattr(cli, "config", None)
+    return resolve_config(value) if value else None
+
+
+def cli_namespace(
+    cli: argparse.Namespace,
+    config_path: Path | None,
+    preset: Mapping[str, Any] | None = None,
+) -> argparse.Namespace:
+    """The Miles namespace for this command line (raises on unreadable passthrough flags)."""
+    passthrough = parse_passthrough(passthrough_tokens(cli))
+    placeholder = config_path or _env_config_path()
+    return build_namespace(
+        given_miles_flags(cli), passthrough, config_path=placeholder, preset=preset
+    )
+
+
+def _env_config_path() -> Path | None:
+    raw = os.environ.get(CONFIG_ENV_VAR, "").strip()
+    return Path(raw) if raw else None
+
+
+def rollout_function_path(args: argparse.Namespace) -> str:
+    return getattr(args, "rollout_function_path", None) or DEFAULT_ROLLOUT_FUNCTION
+
+
+def wants_fixture_tokenizers(cli: argparse.Namespace, args: argparse.Namespace) -> bool:
+    """Use the offline fixture tokenizers when the run's tokenizer is one of the fixture models
+    (unless the user opted out)."""
+    source = tokenizer_source(args.hf_checkpoint, getattr(args, "sglang_tokenizer_path", None))
+    return bool(getattr(cli, "fixture_tokenizers", True)) and is_fixture_model(source)

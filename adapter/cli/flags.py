@@ -1,0 +1,359 @@
+"""Miles-style command-line flags: the typed ones a user commonly needs, and a passthrough.
+
+The typed flags carry Miles' own spelling, destination and value type, so argparse rejects
+a bad value (``--rollout-batch-size four``) with the flag's name. Every other flag Miles
+defines goes through :func:`parse_passthrough` and lands on ``args.flag`` unchanged in
+meaning; a flag Miles does not define is refused with the nearest spelling, as Miles' own
+parser would, unless ``--extra-miles-flag NAME`` lets it through (a newer Miles' flag).
+
+Typed flags default to ``argparse.SUPPRESS``: a parsed namespace holds only what the user
+typed, and the namespace builder decides what the rest defaults to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers.episodes.v02.upstream import known_option_strings
+from miles_verifiers.errors import CommandLineError
+
+FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
+
+# Where parsed passthrough flags are stored on the CLI namespace.
+PASSTHROUGH_DEST = "miles_passthrough"
+# Where ``--extra-miles-flag NAME`` (flags of a newer Miles, let through unchecked) is stored.
+EXTRA_FLAGS_DEST = "extra_miles_flags"
+EXTRA_FLAGS_OPTION = "--extra-miles-flag"
+
+_FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*$")
+
+
+class PassthroughError(CommandLineError, ValueError):
+    """The free-form part of the command line cannot be read as ``--flag [value ...]`` pairs."""
+
+
+@dataclass(frozen=True)
+class MilesFlag:
+    """One Miles flag: how it is spelled, the ``args`` attribute it sets, its value type."""
+
+    flag: str
+    dest: str
+    kind: FlagKind
+    help: str
+
+    @property
+    def option(self) -> str:
+        return f"--{self.flag}"
+
+
+def _flag(flag: str, kind: FlagKind, help: str, dest: str | None = None) -> MilesFlag:
+    return MilesFlag(flag, dest or flag.replace("-", "_"), kind, help)
+
+
+# The options a user of the Verifiers rollout function typically sets, with Miles' types.
+MILES_FLAGS: tuple[MilesFlag, ...] = (
+    # batch shape and schedule
+    _flag("rollout-batch-size", "int", "task groups per training rollout (Miles requires it)"),
+    _flag("n-samples-per-prompt", "int", "rollouts per training task (Miles default 1)"),
+    _flag(
+        "over-sampling-batch-size",
+        "int",
+        "task groups started per refill (default here: the rollout batch size)",
+    ),
+    _flag("num-rollout", "int", "training rollouts to run (rollout ids start..num-rollout-1)"),
+    _flag("start-rollout-id", "int", "first rollout id (Miles: from the checkpoint, else 0)"),
+    _flag("eval-interval", "int", "evaluate every N rollouts, and once before training"),
+    _flag("skip-eval-before-train", "true", "skip the evaluation before the first rollout"),
+    _flag("n-samples-per-eval-prompt", "int", "rollouts per evaluation task (Miles default 1)"),
+    _flag("rollout-shuffle", "true", "shuffle the taskset order"),
+    _flag("rollout-seed", "int", "seed for shuffling and per-rollout sampling seeds (42)"),
+    # sampling limits
+    _flag("rollout-max-response-len", "int", "max tokens sampled per model turn (required)"),
+    _flag("rollout-max-prompt-len", "int", "cap on a trajectory's first prompt, in tokens"),
+    _flag("rollout-max-context-len", "int", "cap on prompt plus response tokens per request"),
+    _flag("rollout-temperature", "float", "sampling temperature (1.0)"),
+    _flag("rollout-top-p", "float", "nucleus sampling threshold (1.0)"),
+    _flag("rollout-top-k", "int", "top-k sampling, -1 for off (-1)"),
+    _flag("rollout-stop", "strs", "stop strings"),
+    _flag("rollout-stop-token-ids", "ints", "stop token ids, added to the renderer's"),
+    _flag("rollout-skip-special-tokens", "true", "strip special tokens from decoded text"),
+    _flag("eval-temperature", "float", "evaluation temperature (default: training's)"),
+    _flag("eval-top-p", "float", "evaluation top-p (default: training's)"),
+    _flag("eval-top-k", "int", "evaluation top-k (default: training's)"),
+    _flag("eval-max-response-len", "int", "evaluation response cap (default: training's)"),
+    _flag("eval-max-context-len", "int", "evaluation context cap (default: training's)"),
+    _flag("eval-max-prompt-len", "int", "evaluation first-prompt cap (default: none)"),
+    _flag("eval-min-new-tokens", "int", "evaluation minimum new tokens"),
+    _flag(
+        "apply-chat-template-kwargs",
+        "json_object",
+        "chat template switches as a JSON object, e.g. '{\"enable_thinking\": false}'",
+    ),
+    # model and engines
+    _flag("hf-checkpoint", "str", "model id or path; names the renderer and tokenizer"),
+    _flag("sglang-tokenizer-path", "str", "tokenizer to use instead of the checkpoint's"),
+    _flag("sglang-server-concurrency", "int", "in-flight requests per engine (512)"),
+    _flag("rollout-num-gpus", "int", "GPUs for rollout engines (Miles requires it)"),
+    _flag("rollout-num-gpus-per-engine", "int", "GPUs per SGLang engine (1)"),
+    _flag("sglang-router-ip", "str", "router host (normally filled in once engines start)"),
+    _flag("sglang-router-port", "int", "router port (normally filled in once engines start)"),
+    _flag("sglang-router-policy", "str", "router policy, e.g. consistent_hashing"),
+    _flag("use-miles-router", "true", "the router is Miles' own"),
+    _flag(
+        "sglang-enable-deterministic-inference",
+        "true",
+        "send a per-rollout sampling seed (deterministic SGLang)",
+    ),
+    # rewards and filters
+    _flag("reward-key", "str", "key of a dict-shaped reward to train on"),
+    _flag("eval-reward-key", "str", "key of a dict-shaped reward to evaluate on"),
+    _flag("custom-rm-path", "str", "Miles reward function replacing the Verifiers reward"),
+    _flag("rm-type", "str", "Miles rule-based reward model replacing the Verifiers reward"),
+    _flag("group-rm", "true", "score a whole group with one Miles reward call"),
+    _flag("dynamic-sampling-filter-path", "str", "group filter, module.path.function"),
+    _flag("rollout-sample-filter-path", "str", "post-rollout sample filter"),
+    _flag("rollout-all-samples-process-path", "str", "post-rollout hook over all groups"),
+    # run bookkeeping
+    _flag("save", "str", "checkpoint directory (the adapter keeps its task cursor there)"),
+    _flag(
+        "rollout-function-path",
+        "str",
+        "rollout function or class to load (default: miles_verifiers.VerifiersRolloutFn)",
+    ),
+    # options the rollout function refuses; typed so that `check` can name them
+    _flag(
+        "disable-rollout-global-dataset",
+        "false",
+        "do not load Miles' prompt dataset (always set here, as Miles' Verifiers launcher does)",
+        dest="rollout_global_dataset",
+    ),
+    _flag("partial-rollout", "true", "resume unfinished samples later (not supported)"),
+    _flag("multimodal-keys", "json", "multimodal input keys as JSON (not supported)"),
+    _flag("chat-template-path", "str", "custom Jinja chat template (not supported)"),
+    _flag("use-opd", "true", "on-policy distillation (not supported)"),
+    _flag("use-rollout-routing-replay", "true", "routed-expert replay (not supported)"),
+    _flag("use-rollout-indexer-replay", "true", "indexer top-k replay (not supported)"),
+    _flag("multi-lora", "true", "several LoRA adapters at once (not supported)"),
+    _flag("lora-rank", "int", "LoRA rank; > 0 sends requests to the LoRA adapter"),
+    _flag("lora-adapter-path", "str", "initial LoRA adapter"),
+)
+
+MILES_FLAGS_BY_DEST: Mapping[str, MilesFlag] = {f.dest: f for f in MILES_FLAGS}
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({error.msg})") from error
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = _json_value(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"enable_thinking\": false}}', "
+            f"got a JSON {type(value).__name__}"
+        )
+    return value
+
+
+_TYPES: Mapping[str, Callable[[str], Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "json": _json_value,
+    "json_object": _json_object,
+    "ints": int,
+    "strs": str,
+}
+
+
+def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every :data:`MILES_FLAGS` flag to ``parser`` (in a 'Miles options' group)."""
+    group = parser.add_argument_group(
+        "Miles options",
+        "Spelled and typed as in Miles; any other flag Miles defines (or one named with "
+        "--extra-miles-flag) is passed through as --flag [value ...] to "
+        "args.flag (dashes become underscores; a value is read as JSON when it parses, else "
+        "as text; a bare flag is True, a bare --disable-x sets x to False).",
+    )
+    for spec in MILES_FLAGS:
+        common: dict[str, Any] = {
+            "dest": spec.dest,
+            "default": argparse.SUPPRESS,
+            "help": spec.help,
+        }
+        if spec.kind == "true":
+            group.add_argument(spec.option, action="store_true", **common)
+        elif spec.kind == "false":
+            group.add_argument(spec.option, action="store_false", **common)
+        elif spec.kind in ("ints", "strs"):
+            metavar = spec.kind.removesuffix("s").upper()
+            group.add_argument(
+                spec.option, type=_TYPES[spec.kind], nargs="+", metavar=metavar, **common
+            )
+        else:
+            group.add_argument(
+                spec.option, type=_TYPES[spec.kind], metavar=spec.kind.upper(), **common
+            )
+
+
+def given_miles_flags(namespace: argparse.Namespace) -> dict[str, Any]:
+    """The typed Miles flags the user actually gave, by ``args`` attribute."""
+    return {
+        dest: getattr(namespace, dest) for dest in MILES_FLAGS_BY_DEST if hasattr(namespace, dest)
+    }
+
+
+# -- passthrough ------------------------------------------------------------------------------
+
+
+def parse_scalar(text: str) -> Any:
+    """A passthrough value: JSON when it parses (numbers, true/false/null, lists, objects),
+    otherwise the text itself (paths, model ids, names)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _split_flag(token: str) -> tuple[str, str | None]:
+    if not token.startswith("--") or token == "--":
+        raise PassthroughError(
+            f"unexpected argument {token!r}: Miles options are written --flag [value ...] and "
+            "this command takes no positional arguments."
+        )
+    name, equals, inline = token[2:].partition("=")
+    if "_" in name:
+        raise PassthroughError(
+            f"--{name}: Miles flags are spelled with dashes; write --{name.replace('_', '-')}."
+        )
+    if not _FLAG_NAME.match(name):
+        # Only the name: the text after '=' may be a credential.
+        raise PassthroughError(f"--{name} is not a valid flag name.")
+    return name, inline if equals else None
+
+
+def parse_passthrough(tokens: Sequence[str]) -> dict[str, Any]:
+    """Read ``--flag [value ...]`` groups into ``{attribute: value}``.
+
+    No value gives True (``--disable-x`` also gives ``x = False``: Miles' store_false flags
+    store into the name without ``disable``); one value gives that value, several a list.
+    A flag given twice is an error rather than a silent last-one-wins.
+    """
+    parsed: dict[str, Any] = {}
+    seen: set[str] = set()
+    index = 0
+    while index < len(tokens):
+        name, inline = _split_flag(tokens[index])
+        index += 1
+        values: list[str] = []
+        if inline is not None:
+            values.append(inline)
+        else:
+            while index < len(tokens) and not tokens[index].startswith("--"):
+                values.append(tokens[index])
+                index += 1
+        if name in seen:
+            raise PassthroughError(f"--{name} is given more than once.")
+        seen.add(name)
+        parsed.update(_passthrough_values(name, values))
+    return parsed
+
+
+def _passthrough_values(name: str, values: Sequence[str]) -> dict[str, Any]:
+    attribute = name.replace("-", "_")
+    if not values:
+        if name.startswith("disable-"):
+            return {attribute: True, attribute.removeprefix("disable_"): False}
+        return {attribute: True}
+    if len(values) == 1:
+        return {attribute: parse_scalar(values[0])}
+    return {attribute: [parse_scalar(v) for v in values]}
+
+
+def _flag_names(tokens: Sequence[str]) -> list[str]:
+    """The names of the ``--flag`` tokens among ``tokens`` (values are skipped)."""
+    flags = [token for token in tokens if token.startswith("--") and token != "--"]
+    return [flag[2:].partition("=")[0] for flag in flags]
+
+
+def normalize_flag_name(name: str) -> str:
+    """``--Some_Flag`` and ``some-flag`` alike as ``some-flag``."""
+    return name.strip().lstrip("-").replace("_", "-").lower()
+
+
+def unknown_flags_message(
+    tokens: Sequence[str], known: Iterable[str], extra: Iterable[str] = ()
+) -> str | None:
+    """Why the passthrough ``tokens`` cannot be used, or None when every flag in them is
+    one Miles defines (:data:`MILES_FLAG_NAMES`), one of ``known`` (this command's own), or
+    one of ``extra`` (named with ``--extra-miles-flag``)."""
+    own = {normalize_flag_name(name) for name in known}
+    allowed = MILES_FLAG_NAMES | own | {normalize_flag_name(name) for name in extra}
+    candidates = sorted(MILES_FLAG_NAMES | own)
+    unknown = [
+        name
+        for name in dict.fromkeys(_flag_names(tokens))  # each name once, in order
+        # a known flag misspelled with underscores is reported by the passthrough parser
+        if normalize_flag_name(name) not in allowed
+    ]
+    if not unknown:
+        return None
+    described = []
+    for name in unknown:
+        close = difflib.get_close_matches(normalize_flag_name(name), candidates, n=1)
+        described.append(f"--{name}" + (f" (did you mean --{close[0]}?)" if close else ""))
+    escape = normalize_flag_name(unknown[0]) if len(unknown) == 1 else "NAME"
+    return (
+        f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(described)}. Miles' own "
+        "parser refuses flags it does not define, so this command does too rather than "
+        f"ignore them. Fix the spelling, or, for a flag of a newer Miles, add "
+        f"{EXTRA_FLAGS_OPTION} {escape} (once per flag) to pass it through as it is."
+    )
+
+
+def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make ``parser`` keep unknown ``--flag`` tokens instead of rejecting them.
+
+    argparse's sub-command action hands each sub-parser's leftovers back to the top-level
+    parser, which then fails on them. Wrapping this parser's ``parse_known_args`` stores the
+    leftovers on the namespace (:data:`PASSTHROUGH_DEST`) instead, so the subcommand can
+    read them as Miles options, once each leftover flag is checked to be one Miles defines
+    or one named with ``--extra-miles-flag`` (otherwise a usage error, exit 2, before
+    anything runs). The parser must be built with ``allow_abbrev=False``, or argparse would
+    silently expand unknown prefixes of known flags.
+    """
+    if parser.allow_abbrev:
+        raise ValueError("a passthrough parser needs allow_abbrev=False")
+    original = parser.parse_known_args
+
+    def parse_known_args(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = original(args, namespace)
+        problem = unknown_flags_message(
+            extras,
+            known=known_option_strings(parser),
+            extra=getattr(parsed, EXTRA_FLAGS_DEST, None) or [],
+        )
+        if problem:
+            parser.error(problem)  # exits 2 with the usage line, before anything runs
+        previous: list[str] = list(getattr(parsed, PASSTHROUGH_DEST, None) or [])
+        setattr(parsed, PASSTHROUGH_DEST, previous + list(extras))
+        return parsed, []
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign, assignment]
+    return parser
+
+
+def passthrough_tokens(namespace: argparse.Namespace) -> list[str]:
+    return list(getattr(namespace, PASSTHROUGH_DEST, None) or [])

@@ -1,0 +1,46 @@
+"""The ``miles-verifiers`` command line.
+
+Each subcommand lives next to the code it drives and registers itself here, so this file
+only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from miles_verifiers.cli.kit import find_kit
+
+# Modules that expose ``register(subparsers)``; a subcommand's heavy imports (transformers,
+# verifiers) load only when it runs. The test kit, when installed, adds its own (demo,
+# engine, tokenizers).
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "miles_verifiers.cli.rollout_command",
+    "miles_verifiers.cli.check_command",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="miles-verifiers",
+        description="Train Miles on Verifiers V1 environments, and check that it works.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    kit = find_kit()
+    kit_modules = kit.subcommand_modules if kit is not None else ()
+    for module_name in (*SUBCOMMAND_MODULES, *kit_modules):
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
+    args.command_line = words  # as typed, for the resume command an interrupted run prints
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

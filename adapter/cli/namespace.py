@@ -1,0 +1,115 @@
+"""Build the ``argparse.Namespace`` Miles would hand the rollout function.
+
+Layers, lowest first:
+
+1. Miles' defaults for every attribute the adapter reads (:func:`miles_defaults`), plus the
+   few scheduling attributes this runner reads itself (:data:`SCHEDULE_DEFAULTS`);
+2. what Miles' Verifiers launcher always passes (:data:`LAUNCHER_SETTINGS`, C94), plus this
+   runner's own defaults (:data:`RUNNER_DEFAULTS`: the checkpoint the fixtures are built for,
+   and :func:`count_one_engine`: one engine's GPUs when ``--rollout-num-gpus`` is absent);
+3. the typed flags the user gave, then the passthrough flags;
+4. the values Miles' argument post-processing derives from others (:func:`derive_miles_values`).
+
+Everything here is pure: mappings in, a fresh namespace out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.errors import CommandLineError
+from miles_verifiers.trainer.options import miles_defaults
+
+# Attributes Miles' training loop reads to schedule rollout and eval calls (§1.3); not in the
+# adapter's defaults table because the adapter itself never reads them.
+SCHEDULE_DEFAULTS: Mapping[str, Any] = {
+    "start_rollout_id": None,
+    "skip_eval_before_train": False,
+    "eval_prompt_data": None,
+    "sglang_router_ip": None,
+    "sglang_router_port": None,
+    "rollout_function_path": None,
+}
+
+# Miles' Verifiers launcher always turns the global dataset off: tasks come from the taskset.
+LAUNCHER_SETTINGS: Mapping[str, Any] = {"rollout_global_dataset": False}
+
+# The fixture tokenizers and the loopback engine are built for this checkpoint.
+DEFAULT_CHECKPOINT = "Qwen/Qwen3-0.6B"
+RUNNER_DEFAULTS: Mapping[str, Any] = {"hf_checkpoint": DEFAULT_CHECKPOINT}
+
+# Eval-dataset placeholder Miles' launcher passes so that Miles' "eval datasets must be set
+# when --eval-interval is" assertion holds; the taskset supplies the real eval tasks.
+EVAL_PLACEHOLDER_NAME = "verifiers-taskset"
+
+
+def count_one_engine(values: dict[str, Any]) -> None:
+    """Default ``rollout_num_gpus`` to one engine's GPUs, in place.
+
+    Miles requires the flag because it places engines on its cluster; this runner talks to
+    exactly one engine (the embedded loopback, or the one address given), so without Miles
+    the flag carries no information and one engine is the true count. A value the user gave
+    is kept, so the adapter's concurrency still follows it.
+    """
+    if values.get("rollout_num_gpus") is None:
+        per_engine = values.get("rollout_num_gpus_per_engine")
+        values["rollout_num_gpus"] = per_engine if isinstance(per_engine, int) else 1
+
+
+class NamespaceError(CommandLineError, ValueError):
+    """Flags that Miles' own argument checks would refuse."""
+
+
+def derive_miles_values(values: dict[str, Any]) -> None:
+    """Fill in what Miles derives after parsing (§3), in place.
+
+    Over-sampling defaults to the batch size (as the launcher passes it), the eval reward key
+    to the train one, the eval context cap to the train one, and the first-prompt cap to one
+    below the context cap; a first-prompt cap at or above the context cap is refused, as Miles
+    asserts.
+    """
+    if values.get("over_sampling_batch_size") is None:
+        values["over_sampling_batch_size"] = values.get("rollout_batch_size")
+    if not values.get("eval_reward_key"):
+        values["eval_reward_key"] = values.get("reward_key")
+    if values.get("eval_max_context_len") is None:
+        values["eval_max_context_len"] = values.get("rollout_max_context_len")
+    context = values.get("rollout_max_context_len")
+    if isinstance(context, int) and not isinstance(context, bool):
+        prompt = values.get("rollout_max_prompt_len")
+        if prompt is None:
+            values["rollout_max_prompt_len"] = context - 1
+        elif isinstance(prompt, int) and prompt > context - 1:
+            raise NamespaceError(
+                f"--rollout-max-prompt-len {prompt} leaves no room to generate within "
+                f"--rollout-max-context-len {context}. Fix: pass --rollout-max-prompt-len "
+                f"{context - 1} or less, or raise --rollout-max-context-len."
+            )
+
+
+def build_namespace(
+    given: Mapping[str, Any],
+    passthrough: Mapping[str, Any] | None = None,
+    *,
+    config_path: Path | None = None,
+    preset: Mapping[str, Any] | None = None,
+) -> argparse.Namespace:
+    """The namespace Miles would build for these flags.
+
+    ``given`` holds the typed flags, ``passthrough`` the free-form ones (they win over
+    ``given`` when both set an attribute), ``preset`` flag values that sit below both (the
+    demo's small defaults). ``config_path`` fills the launcher's eval placeholder.
+    """
+    values: dict[str, Any] = miles_defaults()
+    for layer in (SCHEDULE_DEFAULTS, LAUNCHER_SETTINGS, RUNNER_DEFAULTS, preset or {}, given):
+        values.update(copy.deepcopy(dict(layer)))
+    values.update(copy.deepcopy(dict(passthrough or {})))
+    count_one_engine(values)
+    derive_miles_values(values)
+    if values.get("eval_interval") is not None and not values.get("eval_prompt_data"):
+        values["eval_prompt_data"] = [EVAL_PLACEHOLDER_NAME, str(config_path or "")]
+    return argparse.Namespace(**values)

@@ -1,0 +1,244 @@
+"""Translation of Renderers/Verifiers sampling params into SGLang's ``SamplingParams``.
+
+What arrives is OpenAI/vLLM-flavoured: Verifiers' ``SamplingConfig`` (temperature, top_p,
+max_tokens, reasoning_effort, extras such as top_k/min_tokens/seed), the keys Renderers adds
+(``stop_token_ids``, ``logprobs``, ``skip_special_tokens``) and, on bridged multi-turn requests,
+Verifiers' ``routed_experts_prompt_start``. SGLang's ``SamplingParams`` takes no unknown keys
+(HTTP 500 in 0.5.15, 400 in 0.5.23), so only the keys it accepts are forwarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from miles_verifiers.engine.errors import InvalidSamplingParams, overlong_prompt
+from miles_verifiers.engine.limits import EngineLimits
+from miles_verifiers.engine.routers import RouterKind, keys_dropped_by_router
+from miles_verifiers.engine.sampling_types import check_sampling_types
+from miles_verifiers.engine.settings import TransportSettings
+
+__all__ = [
+    "RENAMED_KEYS",
+    "SGLANG_SAMPLING_KEYS",
+    "SamplingTranslation",
+    "configured_keys_dropped_by_router",
+    "merge_stop_token_ids",
+    "new_token_budget",
+    "translate_sampling",
+]
+
+# The API fields of SGLang's SamplingParams present in both 0.5.15 and 0.5.23 (Miles runs a fork
+# between the two). 0.5.23's ``beam_width`` and ``watermark`` are left out: 0.5.15 rejects them.
+SGLANG_SAMPLING_KEYS: frozenset[str] = frozenset(
+    {
+        "max_new_tokens",
+        "min_new_tokens",
+        "stop",
+        "stop_token_ids",
+        "stop_regex",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "n",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "custom_params",
+        "stream_interval",
+        "logit_bias",
+        "sampling_seed",
+    }
+)
+
+# OpenAI/vLLM names with a direct SGLang equivalent.
+RENAMED_KEYS: Mapping[str, str] = {
+    "max_tokens": "max_new_tokens",
+    "max_completion_tokens": "max_new_tokens",
+    "min_tokens": "min_new_tokens",
+    "seed": "sampling_seed",
+}
+
+
+def configured_keys_dropped_by_router(
+    configured: Iterable[str], router: RouterKind
+) -> tuple[str, ...]:
+    """The SGLang names of the configured sampling keys (OpenAI names are renamed on the way to
+    SGLang, as the transport does) that ``router`` would silently drop, sorted."""
+    return keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in configured), router)
+
+
+# Keys whose value the transport decides: the configured value always wins.
+_SET_BY_TRANSPORT = frozenset({"n", "skip_special_tokens", "no_stop_trim"})
+
+
+@dataclass(frozen=True)
+class SamplingTranslation:
+    """SGLang sampling params, plus what was left out, for a debug log."""
+
+    params: dict[str, Any]
+    dropped: tuple[str, ...]  # caller keys SGLang would reject (e.g. logprobs, reasoning_effort)
+    overridden: tuple[str, ...]  # caller keys whose value the settings replaced
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def merge_stop_token_ids(renderer_ids: object, configured: Iterable[int]) -> list[int]:
+    """The renderer's stop ids, then the configured ones, each id once, in first-seen order."""
+    if renderer_ids is None:
+        renderer_ids = []
+    if isinstance(renderer_ids, (str, bytes, Mapping)) or not isinstance(renderer_ids, Iterable):
+        raise InvalidSamplingParams(
+            f"sampling_params.stop_token_ids must be a list of token ids, got {renderer_ids!r}"
+        )
+    merged: dict[int, None] = {}
+    for token_id in [*renderer_ids, *configured]:
+        if not _is_int(token_id) or token_id < 0:
+            raise InvalidSamplingParams(
+                f"sampling_params.stop_token_ids holds {token_id!r}; stop ids must be "
+                "non-negative integers"
+            )
+        merged[token_id] = None
+    return list(merged)
+
+
+def new_token_budget(
+    requested: int | None,
+    *,
+    prompt_len: int,
+    max_response_len: int,
+    context_len: int | None,
+    engine_limits: EngineLimits | None = None,
+) -> int:
+    """``max_new_tokens`` for one request: the request's own ask, capped by the response limit
+    and by what the context window leaves after the prompt.
+
+    Raises ``OverlongPromptError`` when the prompt leaves no room for even one token, or is at
+    or over the prompt limit the engine reported (SGLang would refuse it with a 400).
+    """
+    budget = max_response_len if requested is None else min(requested, max_response_len)
+    if engine_limits is not None:
+        limit = engine_limits.max_req_input_len
+        if limit is not None and prompt_len >= limit:
+            raise overlong_prompt(
+                f"the prompt has {prompt_len} tokens; the SGLang engine accepts prompts of fewer "
+                f"than {limit} tokens (its max_req_input_len, from its context length and KV pool)"
+            )
+        room = engine_limits.new_token_room(prompt_len)
+        if room is not None and room <= 0:
+            raise overlong_prompt(
+                f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
+                f"SGLang engine's context length of {engine_limits.context_length} tokens"
+            )
+        if room is not None:
+            budget = min(budget, room)
+    if context_len is not None:
+        room = context_len - prompt_len
+        if room <= 0:
+            raise overlong_prompt(
+                f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
+                f"context window of {context_len} tokens (context_len)"
+            )
+        budget = min(budget, room)
+    return budget
+
+
+def _requested_max_new_tokens(value: object) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or value < 1:
+        raise InvalidSamplingParams(
+            f"max_tokens (SGLang max_new_tokens) must be a positive integer, got {value!r}"
+        )
+    return value
+
+
+def translate_sampling(
+    raw: Mapping[str, Any] | None,
+    *,
+    settings: TransportSettings,
+    prompt_len: int,
+    engine_limits: EngineLimits | None = None,
+) -> SamplingTranslation:
+    """Build SGLang ``sampling_params`` from a Renderers ``sampling_params`` dict.
+
+    - OpenAI/vLLM names are renamed (``RENAMED_KEYS``); a key given under both names must agree;
+    - ``None`` values mean "unset" and are left out;
+    - stop ids are the renderer's merged with the configured ones; configured stop strings apply
+      when the request has none;
+    - ``n=1``, ``no_stop_trim`` and ``skip_special_tokens`` come from the settings;
+    - ``max_new_tokens`` is clamped (:func:`new_token_budget`), ``min_new_tokens`` to it;
+    - every other key SGLang does not accept is dropped and reported.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise InvalidSamplingParams(f"sampling_params must be an object, got {type(raw).__name__}")
+    params: dict[str, Any] = {}
+    source_of: dict[str, str] = {}
+    dropped: list[str] = []
+    caller_forced: dict[str, tuple[str, Any]] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        target = RENAMED_KEYS.get(key, key)
+        if target not in SGLANG_SAMPLING_KEYS:
+            dropped.append(key)
+            continue
+        if target in _SET_BY_TRANSPORT:
+            caller_forced[target] = (key, value)
+            continue
+        if target in params and params[target] != value:
+            raise InvalidSamplingParams(
+                f"sampling params {source_of[target]!r}={params[target]!r} and {key!r}={value!r} "
+                f"both set SGLang's {target!r}; keep one of them"
+            )
+        params[target] = value
+        source_of[target] = key
+
+    check_sampling_types(params, source_of)
+    stop_ids = merge_stop_token_ids(params.pop("stop_token_ids", None), settings.stop_token_ids)
+    if stop_ids:
+        params["stop_token_ids"] = stop_ids
+    if "stop" not in params and settings.stop:
+        params["stop"] = list(settings.stop)
+
+    params["max_new_tokens"] = new_token_budget(
+        _requested_max_new_tokens(params.get("max_new_tokens")),
+        prompt_len=prompt_len,
+        max_response_len=settings.max_response_len,
+        context_len=settings.context_len,
+        engine_limits=engine_limits,
+    )
+    if "min_new_tokens" in params:
+        minimum = params["min_new_tokens"]
+        if not _is_int(minimum) or minimum < 0:
+            raise InvalidSamplingParams(
+                f"min_tokens (SGLang min_new_tokens) must be a non-negative integer, "
+                f"got {minimum!r}"
+            )
+        # SGLang refuses min_new_tokens > max_new_tokens; the clamp above must not create that.
+        params["min_new_tokens"] = min(minimum, params["max_new_tokens"])
+
+    forced = {
+        "n": 1,
+        "no_stop_trim": settings.no_stop_trim,
+        "skip_special_tokens": settings.skip_special_tokens,
+    }
+    params.update(forced)
+    overridden = tuple(
+        key for target, (key, value) in caller_forced.items() if value != forced[target]
+    )
+    return SamplingTranslation(params=params, dropped=tuple(dropped), overridden=overridden)

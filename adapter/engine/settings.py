@@ -1,0 +1,291 @@
+"""Typed settings for the SGLang transport.
+
+The transport never reads Miles' argument namespace: the adapter builds one of these from it.
+The engine address is a callable because Miles fills in the router's ip and port only after it
+has constructed the rollout function.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from miles_verifiers.engine.routers import RouterKind
+from miles_verifiers.errors import SetupError
+
+__all__ = [
+    "EngineAddressError",
+    "RetryPolicy",
+    "RoutingPolicy",
+    "TimeoutPolicy",
+    "TransportSettings",
+    "resolve_engine_url",
+]
+
+DEFAULT_ROUTING_HEADER = "X-SMG-Routing-Key"
+RID_PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+# SGLang 0.5.23 refuses more than 32 stop strings; refuse them here, at configuration time.
+MAX_STOP_STRINGS = 32
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class EngineAddressError(SetupError, ValueError):
+    """The engine/router address could not be resolved or is not an http(s) base URL."""
+
+
+class RoutingPolicy(enum.StrEnum):
+    """How requests tell the SGLang router which worker should serve them.
+
+    ``consistent_hashing`` and ``manual`` are the router policies that read a routing key; with
+    either, the session id is sent as that key so every turn of a rollout reaches the same worker
+    (and its prefix cache). Every other router policy needs no header: use ``none``.
+    """
+
+    NONE = "none"
+    CONSISTENT_HASHING = "consistent_hashing"
+    MANUAL = "manual"
+
+    @property
+    def sends_routing_key(self) -> bool:
+        return self is not RoutingPolicy.NONE
+
+    @classmethod
+    def for_router_policy(cls, router_policy: str | None) -> RoutingPolicy:
+        """The routing to use under an SGLang router policy name (Miles'
+        ``--sglang-router-policy``): key-based policies get their key, all others none."""
+        if router_policy is None:
+            return cls.NONE
+        normalized = router_policy.strip().lower().replace("-", "_")
+        if normalized in (cls.CONSISTENT_HASHING.value, cls.MANUAL.value):
+            return cls(normalized)
+        if normalized in _KEYLESS_ROUTER_POLICIES:
+            return cls.NONE
+        raise ValueError(
+            f"unknown SGLang router policy {router_policy!r}; expected one of "
+            f"{sorted({*_KEYLESS_ROUTER_POLICIES, cls.CONSISTENT_HASHING.value, cls.MANUAL.value})}"
+        )
+
+
+# sgl-router policies that pick a worker without a routing key.
+_KEYLESS_ROUTER_POLICIES = frozenset(
+    {"random", "round_robin", "cache_aware", "power_of_two", "prefix_hash"}
+)
+
+
+class TimeoutPolicy(BaseModel):
+    """Seconds allowed for each phase of one HTTP call; all finite, so nothing waits forever."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connect_s: float = Field(10.0, gt=0)
+    # One /generate call lasts as long as its longest completion; generous but bounded.
+    read_s: float = Field(1800.0, gt=0)
+    write_s: float = Field(30.0, gt=0)
+    # Waiting for a free pooled connection when more requests are in flight than connections.
+    pool_s: float = Field(1800.0, gt=0)
+
+    @field_validator("connect_s", "read_s", "write_s", "pool_s")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number of seconds (no infinite waits)")
+        return value
+
+    def to_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect_s, read=self.read_s, write=self.write_s, pool=self.pool_s
+        )
+
+
+class RetryPolicy(BaseModel):
+    """Bounded retries with exponential backoff, for connection failures and 5xx answers only.
+
+    A 4xx is the request's own fault and is never retried.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_retries: int = Field(3, ge=0, le=20)
+    initial_backoff_s: float = Field(0.5, ge=0)
+    max_backoff_s: float = Field(8.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.max_backoff_s < self.initial_backoff_s:
+            raise ValueError(
+                f"max_backoff_s ({self.max_backoff_s}) must be at least initial_backoff_s "
+                f"({self.initial_backoff_s})"
+            )
+        return self
+
+    def delays(self) -> tuple[float, ...]:
+        """The sleep before each retry: initial, doubled each time, capped at max_backoff_s."""
+        return tuple(
+            min(self.max_backoff_s, self.initial_backoff_s * 2**attempt)
+            for attempt in range(self.max_retries)
+        )
+
+
+class TransportSettings(BaseModel):
+    """Everything the SGLang transport needs, validated once at construction.
+
+    The adapter builds these from Miles options that were validated already, naming each flag
+    (:mod:`miles_verifiers.trainer.options`); the checks here guard the transport's own callers.
+
+    Limits follow Miles' meaning: ``max_response_len`` caps every request's new tokens,
+    ``context_len`` caps prompt plus new tokens, and ``max_prompt_len`` caps only the first
+    prompt of each session (rollout).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    engine_url: str | Callable[[], str] = Field(
+        description="Base URL of the SGLang router or engine, e.g. http://10.0.0.1:30000, or a "
+        "zero-argument callable returning it (evaluated on every request)."
+    )
+    max_response_len: PositiveInt
+    context_len: PositiveInt | None = None
+    max_prompt_len: PositiveInt | None = None
+    served_model_names: tuple[str, ...] = ()
+    vocab_size: PositiveInt | None = Field(
+        None,
+        description="Token ids the renderer's tokenizer knows (len(tokenizer)); an engine "
+        "answer with an id at or above it is refused. None skips that check.",
+    )
+    stop_token_ids: tuple[Annotated[int, Field(ge=0)], ...] = ()
+    stop: tuple[str, ...] = ()
+    no_stop_trim: bool = True
+    skip_special_tokens: bool = False
+    lora_path: str | None = None
+    extra_key: str | None = None
+    priority: int | None = None
+    routing: RoutingPolicy = RoutingPolicy.NONE
+    routing_header: str = DEFAULT_ROUTING_HEADER
+    timeouts: TimeoutPolicy = TimeoutPolicy()
+    retry: RetryPolicy = RetryPolicy()
+    max_connections: PositiveInt = 512
+    router: RouterKind = Field(
+        RouterKind.PASS_THROUGH,
+        description="What sits in front of the engines; with the Rust sglang-router, sampling "
+        "keys it drops are warned about once.",
+    )
+    probe_engine_limits: bool = Field(
+        False,
+        description="Read the engine's prompt limit and context length from GET /server_info "
+        "once per transport, and keep every request inside them.",
+    )
+    session_cache_size: PositiveInt = 10_000
+    rid_prefix: str | None = Field(
+        None,
+        description="Prefix of every SGLang rid this transport sends; letters, digits and '_' "
+        "only. None draws a fresh random one per transport.",
+    )
+
+    @field_validator("engine_url")
+    @classmethod
+    def _check_static_url(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            _check_base_url(value, source="engine_url")
+        elif not callable(value):
+            raise ValueError("must be a URL string or a zero-argument callable returning one")
+        return value
+
+    @field_validator("served_model_names")
+    @classmethod
+    def _names_non_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not name for name in value):
+            raise ValueError("model names must be non-empty strings")
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not s for s in value):
+            raise ValueError("stop strings must be non-empty")
+        if len(value) > MAX_STOP_STRINGS:
+            raise ValueError(
+                f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
+            )
+        return value
+
+    @field_validator("lora_path", "extra_key")
+    @classmethod
+    def _empty_is_an_error(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("must be a non-empty string, or None to leave it unset")
+        return value
+
+    @field_validator("routing_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9-]+", value):
+            raise ValueError(f"{value!r} is not a valid HTTP header name")
+        return value
+
+    @field_validator("rid_prefix")
+    @classmethod
+    def _rid_prefix(cls, value: str | None) -> str | None:
+        # No '-' allowed: rids are "<prefix>-<n>", so aborting by "<prefix>-" can never reach
+        # another transport's requests.
+        if value is not None and not RID_PREFIX_PATTERN.fullmatch(value):
+            raise ValueError(
+                f"{value!r} must be 1-64 characters of letters, digits or '_' (no '-')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _limits_fit(self) -> TransportSettings:
+        if self.context_len is not None:
+            if self.context_len < 2:
+                raise ValueError(
+                    f"context_len={self.context_len} leaves no room for a prompt and a response; "
+                    "use at least 2",
+                )
+            if self.max_prompt_len is not None and self.max_prompt_len > self.context_len - 1:
+                raise ValueError(
+                    f"max_prompt_len={self.max_prompt_len} must be at most context_len - 1 = "
+                    f"{self.context_len - 1}, so a first prompt always leaves room to generate",
+                )
+        return self
+
+
+def _check_base_url(url: str, *, source: str) -> str:
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise EngineAddressError(f"{source} {url!r} is not a valid URL: {exc}") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise EngineAddressError(
+            f"{source} {url!r} must be an http(s) URL with a host, e.g. http://127.0.0.1:30000"
+        )
+    if parsed.query or parsed.fragment:
+        raise EngineAddressError(f"{source} {url!r} must not carry a query or fragment")
+    return url
+
+
+def resolve_engine_url(settings: TransportSettings) -> str:
+    """The engine/router base URL, without a trailing slash, evaluated now."""
+    source = settings.engine_url
+    if isinstance(source, str):
+        url = source
+    else:
+        try:
+            url = source()
+        except Exception as exc:
+            raise EngineAddressError(
+                f"the engine_url callable failed ({type(exc).__name__}: {exc}); the SGLang "
+                "router address is probably not set yet"
+            ) from exc
+        if not isinstance(url, str):
+            raise EngineAddressError(
+                f"the engine_url callable returned {type(url).__name__}, expected a URL string"
+            )
+    _check_base_url(url, source="engine_url")
+    return url.rstrip("/")

@@ -1,0 +1,99 @@
+"""The episode side's description of a taskset, and its one-shot process.
+
+Construction checks what only a loaded taskset can tell (the config is valid, the taskset loads
+and is not empty, its prompts are text, whether it scores groups, the tokenizer loads) on the
+side that runs the episodes, so the trainer side never imports Verifiers or Renderers when the
+episodes run elsewhere. In-process, :func:`describe_loaded` describes the taskset the rollout
+function loaded itself; for workers, :func:`main`, in a process the workers' template forks
+(:mod:`miles_verifiers.episodes.template`), answers one :class:`DescribeRequest` read from stdin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.protocol.messages import PROTOCOL_VERSION, DescribeRequest, Description
+from miles_verifiers.protocol.records import task_record
+
+# What a worker reports it runs, in its hello and its description (with its Python and the
+# protocol it speaks).
+REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
+
+
+def installed_versions() -> dict[str, str]:
+    from miles_verifiers.versions import installed_versions as versions_of
+
+    found = versions_of(REPORTED_DISTRIBUTIONS)
+    return (
+        {"python": platform.python_version()}
+        | {name: version for name, version in found.items() if version is not None}
+        | {"protocol": PROTOCOL_VERSION}
+    )
+
+
+def describe_loaded(
+    config: Any, loaded: Any, renderer_identity: str | None, vocab_size: int | None
+) -> Description:
+    """The description of a taskset already loaded (its prompts are checked here)."""
+    from miles_verifiers.episodes.content import check_task_prompts
+
+    # A media part would be dropped on the token path; refuse it before anything is sent.
+    check_task_prompts(loaded.tasks)
+    return Description(
+        env_id=str(getattr(config, "env_id", None) or config.taskset.id),
+        tasks=[task_record(task) for task in loaded.tasks],
+        has_group_reward=loaded.has_group_reward,
+        renderer_identity=renderer_identity,
+        vocab_size=vocab_size,
+        versions=installed_versions(),
+    )
+
+
+def load_config_and_taskset(config_path: str, config_text: str) -> tuple[Any, Any]:
+    """The validated config and the loaded taskset, from the config's text."""
+    from miles_verifiers.episodes.v02.config import (
+        env_config_from_data,
+        load_taskset,
+        parse_config_text,
+    )
+
+    path = Path(config_path)
+    config = env_config_from_data(parse_config_text(config_text, path), path)
+    return config, load_taskset(config)
+
+
+def describe(request: DescribeRequest) -> Description:
+    """Load the taskset and one renderer as the workers will, and describe them."""
+    from miles_verifiers.versions import require_supported_versions
+
+    # This side's Verifiers is the one that runs the episodes: check it before importing it.
+    require_supported_versions()
+    from miles_verifiers.episodes.v02.clients import (
+        RendererSpec,
+        identify_renderer,
+        load_one_renderer,
+    )
+
+    config, loaded = load_config_and_taskset(request.config_path, request.config_text)
+    identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
+    vocab_size = None
+    if request.renderer is not None:
+        spec = RendererSpec(**{**request.renderer.model_dump(), "identity": identity})
+        vocab_size = load_one_renderer(spec)
+    return describe_loaded(config, loaded, identity, vocab_size)
+
+
+def main() -> None:
+    """Answer the one request on stdin with one reply on stdout (nothing else is written)."""
+    from miles_verifiers.episodes.worker import WorkerHandler
+
+    out = os.dup(1)
+    os.dup2(2, 1)  # a library that prints must not corrupt the reply
+    reply = asyncio.run(WorkerHandler().handle_frame(sys.stdin.buffer.read()))
+    with os.fdopen(out, "wb") as stream:
+        stream.write(reply)

@@ -1,0 +1,121 @@
+"""The worker template: an interpreter that has imported what episodes need and forks each
+local episode worker on request.
+
+Verifiers' imports cost seconds of CPU per interpreter; a worker forked from this process, or
+a replacement for a lost one, starts without paying them again, and the workers share those
+pages. The trainer starts it as ``python -m miles_verifiers.episodes.template`` with the
+workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin; with
+``--tokenizer SOURCE --copies N`` it also loads that tokenizer N times, for the children to
+take (see :mod:`miles_verifiers.episodes.preloaded`). Each message on the socket names an
+entry (a worker, or the one-shot describe step) and its environment (JSON), with the child's
+stdin and stdout (and optionally stderr) attached as descriptors; the template forks, answers
+the child's pid, and the child runs the entry's ``main()`` with those as its standard streams.
+
+Fork safety: only library modules are imported here (and tokenizers loaded, which start no
+thread), no taskset code runs and no thread or event loop is started, so the child starts
+from a single-threaded copy. The template exits when the socket closes (the trainer closed
+the pool, exited or was killed). The kernel reaps its children (SIGCHLD is ignored here, and
+restored in each child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+# What a fork runs: the module whose main() it calls.
+ENTRIES = {
+    "worker": "miles_verifiers.episodes.child",
+    "describe": "miles_verifiers.episodes.describe",
+}
+# Imported before the first fork (what every worker imports, and the bulk of its start-up
+# cost); a module that an installed generation lacks or cannot import is left to the worker,
+# which reports it.
+# ``AutoTokenizer`` is a lazy attribute of transformers: its module is most of the cost of a
+# worker's first tokenizer load (0.6 s of CPU), paid here once instead of once per worker.
+PRELOADED = (
+    "verifiers",
+    "verifiers.v1",
+    "renderers",
+    "transformers",
+    "transformers.models.auto.tokenization_auto",
+    *ENTRIES.values(),
+)
+# An entry and its environment, as one datagram.
+MAX_MESSAGE = 1 << 20
+
+
+def preload() -> None:
+    for name in PRELOADED:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def _run_entry(channel: socket.socket, fds: list[int], message: dict[str, Any]) -> None:
+    """In the forked child: the descriptors become the standard streams, then the entry runs."""
+    code = 1
+    try:
+        channel.detach()  # fd 0; the dup2 below replaces it
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for target, fd in enumerate(fds):  # received above 2: the standard streams are open
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(message["environ"])
+        importlib.import_module(ENTRIES[message["entry"]]).main()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(channel: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, MAX_MESSAGE, 3)
+        except OSError:
+            return
+        if not message:
+            return
+        if len(fds) not in (2, 3):
+            for fd in fds:
+                os.close(fd)
+            channel.send(b"0")
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _run_entry(channel, fds, json.loads(message))
+        for fd in fds:
+            os.close(fd)
+        channel.send(str(pid).encode())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser.add_argument("--tokenizer", help="a tokenizer source to load before forking")
+    parser.add_argument("--copies", type=int, default=1)
+    options = parser.parse_args()
+    preload()
+    if options.tokenizer:
+        from miles_verifiers.episodes.preloaded import preload as preload_tokenizer
+
+        preload_tokenizer(options.tokenizer, options.copies)
+    serve(socket.socket(fileno=0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""Loading and describing a Verifiers 0.4 environment on the episode worker.
+
+0.4 loads the 0.4 way: the TOML becomes the environment's own config class
+(``resolve_env_config``), and ``load_environment`` builds the ``Env`` (``SingleAgentEnv`` for a
+plain taskset). The file may also be the one ``vf-eval`` reads, with the environment under
+``[env]`` (see :mod:`.config_shape`). What the worker cannot run yet is refused here, at
+construction, with the field to change: a runtime that is not local (0.4's default is a remote
+sandbox), an unbounded taskset, and a config Verifiers itself refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError, parse_config_text
+from miles_verifiers.episodes.v04.config_shape import Shaped, refusal04, shape04, table
+from miles_verifiers.protocol.messages import (
+    DescribeRequest,
+    Description,
+    RendererSpecModel,
+    RuntimeDescription,
+    SeatDescription,
+    ServiceRuntimeDescription,
+)
+from miles_verifiers.protocol.records import task_record
+
+
+@dataclass(frozen=True)
+class Loaded04:
+    """A 0.4 environment and its tasks, loaded once per worker."""
+
+    config: Any
+    environment: Any
+    tasks: tuple[Any, ...]
+    # What loading set aside (a vf-eval file's run settings), one note each.
+    notes: tuple[str, ...] = ()
+
+
+def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
+    """The environment's config, validated by Verifiers 0.4, from a file in either shape (a
+    vf-eval file's run settings set aside, see :mod:`.config_shape`); on refusal, each of
+    Verifiers' complaints with the table as written and its own fix."""
+    import verifiers.v1 as vf
+
+    shaped = shape04(data, path)
+    try:
+        return vf.resolve_env_config(shaped.data), shaped
+    except Exception as error:  # pydantic's ValidationError, or a plugin that cannot load
+        raise refusal04(error, shaped.data, path, shaped.prefix) from error
+
+
+def resolve_config04(data: dict[str, Any], path: Path) -> Any:
+    """The environment's config, validated by Verifiers 0.4 (see :func:`read_config04`)."""
+    return read_config04(data, path)[0]
+
+
+def check_local_runtimes(config: Any, path: Path, prefix: tuple[str, ...] = ()) -> None:
+    """Refuse a seat whose runtime is remote: training episodes run on this machine.
+
+    The worker's own guard at setup; construction refuses the same (and remote tool server
+    and config runtimes) from the description, on the trainer side, with every other seat
+    problem (:mod:`miles_verifiers.trainer.seats`)."""
+    from verifiers.v1.env import agent_config_fields
+    from verifiers.v1.runtimes import runtime_is_local
+
+    for seat, spec in agent_config_fields(config).items():
+        if not runtime_is_local(spec.runtime):
+            kind = getattr(spec.runtime, "type", type(spec.runtime).__name__)
+            runtime = table(prefix, seat, "runtime")
+            raise ConfigError(
+                f"{CONFIG_ENV_VAR} file {path}: the {seat!r} seat runs in the {kind!r} runtime, "
+                f"a remote sandbox (Verifiers 0.4's default when {runtime} is not set); "
+                "the Miles episode worker runs local runtimes only.",
+                field=f"{runtime} type",
+                fix=f'set {runtime} type = "subprocess" (or a local container runtime).',
+            )
+
+
+def describe_runtime04(runtime: Any) -> RuntimeDescription:
+    from verifiers.v1.runtimes import runtime_is_local
+
+    kind = getattr(runtime, "type", type(runtime).__name__)
+    return RuntimeDescription(type=str(kind), local=bool(runtime_is_local(runtime)))
+
+
+def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
+    """Each seat's ``trainable`` after the environment's ``setup()``, where 0.4 environments
+    set it (a judge or a user simulator marks itself untrainable); None when setup() cannot run
+    on agents built from the config alone."""
+    import verifiers.v1 as vf
+    from verifiers.v1.configs.agent import resolve_agent
+    from verifiers.v1.env import agent_config_fields
+
+    harness = vf.default_agent_harness(config.taskset.id)
+
+    def make(name: str, spec: Any) -> Any:
+        # The model is a placeholder: setup() decides standing, it runs no agent.
+        return vf.make_agent(resolve_agent(spec, model="miles-policy", harness=harness))
+
+    try:
+        agents = vf.Agents(config, make)
+        asyncio.run(environment.setup(agents))
+        return {name: bool(getattr(agents, name).trainable) for name in agent_config_fields(config)}
+    except Exception:  # a setup() that needs more than the config: standing unknown
+        return None
+
+
+def runs_per_episode04(environment: Any) -> int | None:
+    """How many traces one episode gives each seat, for the environment types known to fix it:
+    Verifiers' best-of-n (its ``n``) and the single-agent environment (one); None otherwise."""
+    from verifiers.v1.envs.best_of_n import BestOfNEnv
+    from verifiers.v1.envs.single_agent.env import SingleAgentEnv
+
+    if isinstance(environment, BestOfNEnv):
+        return int(environment.config.n)
+    if isinstance(environment, SingleAgentEnv):
+        return 1
+    return None
+
+
+def describe_seats04(environment: Any, config: Any) -> list[SeatDescription]:
+    from verifiers.v1.env import agent_config_fields
+
+    standings = seat_standings04(environment, config)
+    runs = runs_per_episode04(environment)
+    return [
+        SeatDescription(
+            name=name,
+            trainable=None if standings is None else standings[name],
+            sampling=(
+                spec.sampling.model_dump(mode="json", exclude_unset=True)
+                if spec.sampling is not None
+                else {}
+            ),
+            model=spec.model,
+            has_client=spec.client is not None,
+            runtime=describe_runtime04(spec.runtime),
+            runs_per_episode=runs,
+        )
+        for name, spec in agent_config_fields(config).items()
+    ]
+
+
+def _config_nodes(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every pydantic model in a config tree, with its path of field names."""
+    from pydantic import BaseModel
+
+    if isinstance(node, BaseModel):
+        yield path, node
+        for name, value in node:
+            yield from _config_nodes(value, (*path, name))
+    elif isinstance(node, (list, tuple)):
+        for index, value in enumerate(node):
+            yield from _config_nodes(value, (*path, str(index)))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _config_nodes(value, (*path, str(key)))
+
+
+def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRuntimeDescription]:
+    """The tool servers that run in a runtime of their own (per task, or shared by the
+    taskset), and every other runtime the config names outside the seats. A server with a
+    ``url`` is external and one ``colocated`` shares its seat's runtime: neither is listed."""
+    from typing import get_args
+
+    from verifiers.v1.env import agent_config_fields
+    from verifiers.v1.runtimes import RuntimeConfig
+
+    seats = {(name,) for name in agent_config_fields(config)}
+    # The seats' own tables are described with the seats.
+    nodes = [(path, node) for path, node in _config_nodes(config, ()) if path[:1] not in seats]
+    where = {id(node): path for path, node in nodes}
+    taskset = environment.taskset
+    servers = [
+        *type(taskset).task_type().toolsets(taskset.config.task),
+        *taskset.toolsets(taskset.config),
+    ]
+    found: list[ServiceRuntimeDescription] = []
+    claimed: set[int] = set()
+    for server in servers:
+        settings = getattr(server, "config", None)
+        runtime = getattr(settings, "runtime", None)
+        if (
+            runtime is None
+            or getattr(settings, "url", None)
+            or getattr(settings, "colocated", False)
+        ):
+            continue
+        claimed.add(id(runtime))
+        path = where.get(id(settings))
+        found.append(
+            ServiceRuntimeDescription(
+                role="toolset",
+                name=type(server).__name__,
+                key=None if path is None else "[" + ".".join((*path, "runtime")) + "]",
+                runtime=describe_runtime04(runtime),
+            )
+        )
+    runtime_types = get_args(get_args(RuntimeConfig)[0])
+    for path, node in nodes:
+        if isinstance(node, runtime_types) and id(node) not in claimed:
+            found.append(
+                ServiceRuntimeDescription(
+                    role="config",
+                    name=".".join(path),
+                    key="[" + ".".join(path) + "]",
+                    runtime=describe_runtime04(node),
+                )
+            )
+    return found
+
+
+def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -> Loaded04:
+    """The validated config, its environment and its tasks (in taskset order).
+
+    ``check_runtimes`` False leaves the seats' runtimes to the caller: the describe step
+    reports them, and construction refuses a remote one with the other seat problems."""
+    import verifiers.v1 as vf
+
+    path = Path(config_path)
+    config, shaped = read_config04(parse_config_text(config_text, path), path)
+    if check_runtimes:
+        check_local_runtimes(config, path, shaped.prefix)
+    environment = vf.load_environment(config)
+    taskset = environment.taskset
+    if not taskset.bounded:
+        raise ConfigError(
+            f"{CONFIG_ENV_VAR} file {path}: the taskset {config.taskset.id!r} is infinite; "
+            "Miles' rollout order, epochs and resume need a fixed task table.",
+            field=table(shaped.prefix, "taskset"),
+            fix="use a bounded taskset: set the taskset's own size option in "
+            f"{table(shaped.prefix, 'taskset')} where "
+            "it has one (the fixtures' num_tasks), or install a taskset package whose load() "
+            "yields a finite list (say, the first N tasks of this one). Verifiers' --select "
+            "options (include.idx ranges, limit) belong to its eval CLI: an environment "
+            "config has no [select] table.",
+        )
+    tasks = tuple(taskset)
+    if not tasks:
+        raise ConfigError(
+            f"{CONFIG_ENV_VAR} file {path}: the taskset {config.taskset.id!r} has no tasks.",
+            field=table(shaped.prefix, "taskset"),
+            fix=f"check the options in {table(shaped.prefix, 'taskset')} (num_tasks, split, "
+            "filters).",
+        )
+    return Loaded04(config, environment, tasks, shaped.notes)
+
+
+def renderer_config04(identity: str | None) -> Any:
+    """The Renderers config for a known model id (None: Renderers resolves it from the
+    tokenizer's own name, which a local checkpoint path does not match)."""
+    if identity is None:
+        return None
+    from renderers.base import MODEL_RENDERER_MAP
+    from renderers.configs import config_from_name
+
+    name = MODEL_RENDERER_MAP.get(identity)
+    return config_from_name(name) if name is not None else None
+
+
+def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | None:
+    """Build the renderer the episodes' ``TrainClient`` will and render one user turn with it;
+    the tokenizer's ``len`` (None when it has none). A model Renderers has no renderer for
+    falls back on its tokenizer's chat template, and a checkpoint without one would fail every
+    request of every episode: refused here instead, naming the flags."""
+    import json
+
+    from renderers import create_renderer
+
+    from miles_verifiers.episodes.preloaded import load_tokenizer
+    from miles_verifiers.episodes.v02.clients import IDENTITY_FLAGS
+    from miles_verifiers.trainer.engine_settings import RendererSetupError
+
+    try:
+        tokenizer = load_tokenizer(spec.tokenizer_source)
+    except Exception as error:
+        raise RendererSetupError(
+            f"the tokenizer {spec.tokenizer_source!r} does not load where the episodes run "
+            f"({type(error).__name__}: {error}). Fix: make it available offline there (a "
+            "local path, or the HF cache)."
+        ) from error
+    try:
+        renderer = create_renderer(
+            tokenizer,
+            renderer_config04(identity),
+            chat_template_kwargs=json.loads(spec.chat_template_kwargs_json),
+        )
+        renderer.render_ids([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True)
+    except Exception as error:
+        label = identity or spec.tokenizer_source
+        raise RendererSetupError(
+            f"a one-turn chat cannot be rendered for {label!r} where the episodes run "
+            f"({type(error).__name__}: {' '.join(str(error).split())[:300]}); a model Renderers "
+            "has no renderer for falls back on its tokenizer's chat template. Fix: name a model "
+            f"Renderers knows in "
+            f"{IDENTITY_FLAGS} (e.g. --sglang-tokenizer-path Qwen/Qwen3-0.6B when the "
+            "checkpoint is a local copy of that model), or give the checkpoint's tokenizer a "
+            "chat template."
+        ) from error
+    try:
+        return len(tokenizer) or None
+    except TypeError:
+        return None
+
+
+def config_prefix04(request: DescribeRequest) -> tuple[str, ...]:
+    """The tables the environment sits under in the request's file (``("env",)`` in a vf-eval
+    file), for the trainer to name the seats' keys as written."""
+    path = Path(request.config_path)
+    return shape04(parse_config_text(request.config_text, path), path).prefix
+
+
+def describe04(request: DescribeRequest) -> Description:
+    """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
+    from miles_verifiers.episodes.content import check_task_prompts
+    from miles_verifiers.episodes.describe import installed_versions
+    from miles_verifiers.episodes.v02.clients import identify_renderer
+    from miles_verifiers.episodes.v04.harness_needs import check_harness_needs04
+    from miles_verifiers.versions import WORKER_VERSIONS_04, require_supported_versions
+
+    # The worker's own Verifiers is the one that runs the episodes: check it first.
+    require_supported_versions(WORKER_VERSIONS_04)
+    # Seat runtimes are described, not refused here: construction refuses every seat problem.
+    loaded = load04(request.config_path, request.config_text, check_runtimes=False)
+    # What the seats' harnesses run on this machine (uv, a package index), before any episode.
+    check_harness_needs04(loaded.config, Path(request.config_path), tuple(config_prefix04(request)))
+    check_task_prompts(loaded.tasks)
+    identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
+    renderer = request.renderer
+    vocab_size = probe_renderer04(renderer, identity) if renderer is not None else None
+    return Description(
+        env_id=str(loaded.config.env_id),
+        tasks=[task_record(task) for task in loaded.tasks],
+        has_group_reward=False,  # 0.3 removed @group_reward; Env.finalize judges an episode
+        renderer_identity=identity,
+        vocab_size=vocab_size,
+        versions=installed_versions(),
+        env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
+        seats=describe_seats04(loaded.environment, loaded.config),
+        service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
+        config_notes=list(loaded.notes),
+        config_prefix=list(config_prefix04(request)),
+    )

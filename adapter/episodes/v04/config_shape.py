@@ -1,0 +1,305 @@
+"""A Verifiers 0.4 config file as users write it, and what to tell them when it is refused.
+
+Two shapes are accepted. The environment config itself (``[taskset]``, a table per seat, ...),
+and the file ``vf-eval`` reads, which holds that same config under ``[env]`` beside the eval
+run's own settings (the model, its endpoint, sampling, rollouts per task, task selection, the
+output directory). Those run settings are Miles' to decide, through its flags: they are set
+aside, each with a note naming the flag that decides it instead. Nothing of them reaches the
+environment.
+
+When Verifiers refuses the config, each of its complaints is put in the user's terms: the
+table or key as written in the file (``[env.agent]`` in a vf-eval file), and a fix for that
+complaint (a seat-name typo gets the seat names, a 0.2-style key gets the table it moved to).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError
+
+# vf-eval's own settings (its EvalConfig's fields and their short aliases), and what decides
+# each in a Miles run.
+_MODEL = "Miles trains the model --hf-checkpoint names"
+_CLIENT = "the episodes reach the engines Miles runs (miles-verifiers rollout: --engine-url)"
+_SAMPLING = (
+    "sampling comes from Miles' --rollout-temperature, --rollout-top-p, --rollout-top-k and "
+    "--rollout-max-response-len (--eval-* in evaluation)"
+)
+_ROLLOUTS = (
+    "rollouts per task are --n-samples-per-prompt (--n-samples-per-eval-prompt in evaluation)"
+)
+_CONCURRENCY = (
+    "episodes in flight follow --sglang-server-concurrency and MILES_VERIFIERS_EPISODE_WORKERS"
+)
+_SELECT = (
+    "Miles trains and evaluates every task of the taskset, in its own order (--rollout-shuffle, "
+    "--rollout-seed); size the taskset in [env.taskset] instead"
+)
+_BOOKKEEPING = "vf-eval's own run bookkeeping; a Miles run keeps its own outputs and logs"
+VF_EVAL_RUN_KEYS: dict[str, str] = {
+    "model": _MODEL,
+    "m": _MODEL,
+    "client": _CLIENT,
+    "sampling": _SAMPLING,
+    "num_rollouts": _ROLLOUTS,
+    "group_size": _ROLLOUTS,
+    "rollouts_per_example": _ROLLOUTS,
+    "r": _ROLLOUTS,
+    "max_concurrent": _CONCURRENCY,
+    "c": _CONCURRENCY,
+    "select": _SELECT,
+    "run": _BOOKKEEPING,
+    "output_dir": _BOOKKEEPING,
+    "o": _BOOKKEEPING,
+    "push": _BOOKKEEPING,
+    "rich": _BOOKKEEPING,
+    "verbose": _BOOKKEEPING,
+    "v": _BOOKKEEPING,
+    "dry_run": _BOOKKEEPING,
+    "clean": _BOOKKEEPING,
+    "resume": _BOOKKEEPING,
+}
+ENV_TABLE = "env"
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """The environment config's data, the tables it was written under (``("env",)`` in a
+    vf-eval file) and what was set aside, one note each."""
+
+    data: dict[str, Any]
+    prefix: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def table(prefix: Sequence[str], *path: str) -> str:
+    """``[env.agent.runtime]``: a table as the user wrote it."""
+    return "[" + ".".join((*prefix, *path)) + "]"
+
+
+def shape04(data: dict[str, Any], path: Path) -> Shaped:
+    """The environment config in ``data``: as it is, or unwrapped from a vf-eval file's
+    ``[env]`` with the run settings beside it set aside (a note each); anything else beside
+    ``[env]`` is refused, naming it."""
+    if ENV_TABLE not in data:
+        return Shaped(data, (), ())
+    env = data[ENV_TABLE]
+    if not isinstance(env, dict):
+        raise ConfigError(
+            f"{CONFIG_ENV_VAR} file {path}: `env` is a {type(env).__name__}, but in a vf-eval "
+            "config it is the table holding the environment.",
+            field="[env]",
+            fix="write the environment's tables under [env] ([env.taskset], [env.agent], ...).",
+        )
+    strays = [key for key in data if key != ENV_TABLE and key not in VF_EVAL_RUN_KEYS]
+    if strays:
+        named = ", ".join(f"[{key}]" if isinstance(data[key], dict) else key for key in strays)
+        moved = ", ".join(table((ENV_TABLE,), key) for key in strays)
+        raise ConfigError(
+            f"{CONFIG_ENV_VAR} file {path} holds its environment under [env], as vf-eval "
+            f"reads it, and also {named} outside it, which is neither part of [env] nor a "
+            "vf-eval run setting.",
+            field=named.split(", ")[0],
+            fix=f"move it under [env] ({moved}), or write the whole file without [env], in "
+            "the environment config's own shape (fixtures/configs/v04/mv_arith.toml).",
+        )
+    notes = tuple(
+        f"{CONFIG_ENV_VAR} file {path}: vf-eval's `{key}` is set aside: {VF_EVAL_RUN_KEYS[key]}."
+        for key in data
+        if key != ENV_TABLE
+    )
+    return Shaped(env, (ENV_TABLE,), notes)
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+def _model_fields(cls: Any) -> dict[str, Any]:
+    fields = getattr(cls, "model_fields", None)
+    return dict(fields) if isinstance(fields, dict) else {}
+
+
+def _submodel(field: Any) -> Any:
+    """The model a field holds: its default's class (the most specific), else its annotation."""
+    default = getattr(field, "default", None)
+    if _model_fields(type(default)):
+        return type(default)
+    annotation = getattr(field, "annotation", None)
+    return annotation if isinstance(annotation, type) and _model_fields(annotation) else None
+
+
+def _model_at(cls: Any, loc: Sequence[str]) -> Any:
+    for name in loc:
+        field = _model_fields(cls).get(name)
+        if field is None:
+            return None
+        cls = _submodel(field)
+    return cls
+
+
+def seat_names(cls: Any) -> list[str]:
+    """The seats (agent tables) of an environment's config class, in declaration order."""
+    try:
+        from verifiers.v1.configs.agent import AgentConfig
+    except ImportError:  # pragma: no cover - the worker has 0.4 installed
+        return []
+    return [
+        name
+        for name, field in _model_fields(cls).items()
+        if isinstance(getattr(field, "default", None), AgentConfig)
+    ]
+
+
+def env_config_class(data: dict[str, Any]) -> Any:
+    """The config class Verifiers validates ``data`` with (None when it cannot be found)."""
+    try:
+        from verifiers.v1.utils.loaders import env_config_type
+
+        taskset = data.get("taskset")
+        taskset_id = taskset.get("id", "") if isinstance(taskset, dict) else ""
+        return env_config_type(str(taskset_id or ""), str(data.get("id") or ""))
+    except Exception:
+        return None
+
+
+def _closest(word: str, choices: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _tables(prefix: Sequence[str], names: Sequence[str]) -> str:
+    return ", ".join(table(prefix, name) for name in names)
+
+
+@dataclass(frozen=True)
+class Complaint:
+    """One of Verifiers' complaints, in the file's terms: where, what, and its fix."""
+
+    where: str
+    what: str
+    fix: str
+
+
+def _top_level_key(key: str, cls: Any, prefix: Sequence[str]) -> Complaint:
+    seats = seat_names(cls)
+    where = table(prefix, key)
+    seat_fields = _model_fields(_submodel(_model_fields(cls).get(seats[0]))) if seats else {}
+    seat_tables = _tables(prefix, seats) or table(prefix, "agent")
+    if key in seat_fields and key not in _model_fields(cls):
+        return Complaint(
+            f"`{key}`" + (f" in {table(prefix)}" if prefix else " at the top level"),
+            f"`{key}` is a setting of a seat (an agent), not of the environment",
+            f"move it under the seat's table: {seat_tables}"
+            + (" (each seat has its own)" if len(seats) > 1 else "")
+            + ".",
+        )
+    if key == "agent" and seats:
+        return Complaint(
+            where,
+            f"this environment has no [agent] seat; its seats are {_tables(prefix, seats)}",
+            f"write those settings under each seat's own table ({_tables(prefix, seats)}).",
+        )
+    seat = _closest(key, seats)
+    if seat is not None:
+        return Complaint(
+            where,
+            f"{where} is not a seat of this environment (its seats: {_tables(prefix, seats)})",
+            f"rename {where} to {table(prefix, seat)}.",
+        )
+    known = [name for name in _model_fields(cls) if name not in seats]
+    near = _closest(key, known)
+    return Complaint(
+        where,
+        f"{where} is not part of this environment's config (its seats: "
+        f"{_tables(prefix, seats) or 'none'}; its other tables and keys: {', '.join(known)})",
+        f"rename it to {table(prefix, near)}." if near else "remove it.",
+    )
+
+
+def _nested_key(loc: Sequence[str], cls: Any, prefix: Sequence[str]) -> Complaint:
+    *parents, key = loc
+    where = table(prefix, *parents)
+    seats = seat_names(cls)
+    known = list(_model_fields(_model_at(cls, parents)))
+    if list(parents) == ["timeout"] and seats:
+        seat_timeouts = _model_fields(_model_at(cls, [seats[0], "timeout"]))
+        if key in seat_timeouts:
+            targets = _tables(prefix, [f"{seat}.timeout" for seat in seats])
+            return Complaint(
+                f"`{key}` in {where}",
+                f"the environment's {where} takes {', '.join(known)}; a seat's `{key}` "
+                "timeout belongs to the seat",
+                f"move `{key}` to {targets}.",
+            )
+    near = _closest(key, known)
+    takes = f" ({where} takes: {', '.join(known)})" if known else ""
+    return Complaint(
+        f"`{key}` in {where}",
+        f"{where} has no key `{key}`{takes}",
+        f"rename `{key}` to `{near}`." if near else f"remove `{key}` from {where}.",
+    )
+
+
+def complaints(error: Exception, data: dict[str, Any], prefix: Sequence[str]) -> list[Complaint]:
+    """Verifiers' refusal of ``data``, one complaint per problem it found."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return []
+    cls = env_config_class(data)
+    found = []
+    for item in errors():
+        loc = [str(part) for part in item.get("loc", ())]
+        kind = item.get("type", "")
+        if kind == "extra_forbidden" and len(loc) == 1:
+            found.append(_top_level_key(loc[0], cls, prefix))
+        elif kind == "extra_forbidden" and loc:
+            found.append(_nested_key(loc, cls, prefix))
+        else:
+            where = table(prefix, *loc[:-1]) if len(loc) > 1 else table(prefix, *loc)
+            key = f"`{loc[-1]}` in {where}" if len(loc) > 1 else where
+            found.append(
+                Complaint(
+                    key,
+                    f"{key}: {item.get('msg', '')}",
+                    f"correct {key} as Verifiers' message says.",
+                )
+            )
+    return found
+
+
+def refusal04(
+    error: Exception, data: dict[str, Any], path: Path, prefix: Sequence[str]
+) -> ConfigError:
+    """The construction error for Verifiers' refusal of the config at ``path``."""
+    found = complaints(error, data, prefix)
+    if found:
+        return ConfigError(
+            f"{CONFIG_ENV_VAR} file {path} is not a valid Verifiers 0.4 environment config: "
+            + "; ".join(complaint.what for complaint in found)
+            + ".",
+            field=found[0].where,
+            fix=" ".join(complaint.fix for complaint in found),
+        )
+    taskset = data.get("taskset")
+    taskset_id = taskset.get("id") if isinstance(taskset, dict) else None
+    if isinstance(error, ImportError) and taskset_id:
+        return ConfigError(
+            f"{CONFIG_ENV_VAR} file {path}: the taskset {taskset_id!r} of "
+            f"{table(prefix, 'taskset')} does not load where the episodes run "
+            f"({type(error).__name__}: {error}).",
+            field=f"{table(prefix, 'taskset')} id",
+            fix="install the taskset's package in the episode workers' interpreter "
+            "(MILES_VERIFIERS_EPISODE_WORKER_PYTHON), or correct the id.",
+        )
+    return ConfigError(
+        f"{CONFIG_ENV_VAR} file {path} is not a valid Verifiers 0.4 environment config "
+        f"({type(error).__name__}: {error}).",
+        field=CONFIG_ENV_VAR,
+        fix="correct what Verifiers' message names, and install the taskset package where "
+        "the episodes run.",
+    )

@@ -1,0 +1,335 @@
+"""The episode worker for Verifiers 0.4 (the Env / slots / run_slot V1 API).
+
+The worker's handler (:mod:`.worker`) answers the protocol and holds the calls; it
+uses this generation when the worker's Verifiers is 0.3 or newer. A group of ``n`` rollouts is ``n``
+slots of one task (``env.slots(task, n)``), each an independent episode run by
+``env.run_slot`` with its own model context, so every rollout gets its own sampling seed
+without any private hook. The model client is Verifiers' own ``TrainClient``, built by the
+interception server from a ``TrainClientConfig``; its engine connection is the call's SGLang
+transport (exact token ids and log-probs, this worker's rid prefix for aborts), put there
+through the one non-public seam listed in :mod:`miles_verifiers.episodes.v04.upstream`.
+
+Only the traces of trainable agents become records; a rollout must yield exactly one. A rollout
+with several stops the call (tagged as a request the adapter cannot serve: every episode would
+do the same). Each slot is judged on its own, by Verifiers' stamps: a record carries its
+episode's verdict (``episode_error``: a failed untrainable seat, named; an env hook; the
+deadline; a reward left unscored), so training drops the group (``episode_error`` /
+``episode_timeout``) while evaluation fails that rollout's entry only. A slot that yields no
+trainable trace fails the group as a whole, with a named error type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from miles_verifiers.episodes.v02.calls import CleanupLimits, EnvironmentPool
+from miles_verifiers.episodes.v04.config import Loaded04, describe04, load04, renderer_config04
+from miles_verifiers.episodes.v04.records import trace_record04
+from miles_verifiers.episodes.v04.upstream import TransportLoans, install_transport_hook
+from miles_verifiers.episodes.worker import OpenCall, check_task_count
+from miles_verifiers.errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
+from miles_verifiers.protocol.messages import (
+    CallStart,
+    DescribeRequest,
+    EpisodeErrorRecord,
+    GroupRequest,
+    GroupResult,
+    ReplyBody,
+    WorkerSetup,
+)
+from miles_verifiers.protocol.records import TraceRecord
+
+# The API key variable the TrainClientConfig names: none is needed (the transport talks to
+# SGLang), and naming Verifiers' default would make it read the Prime CLI's config.
+API_KEY_VAR = "MILES_VERIFIERS_NO_API_KEY"
+
+# Error types of a group failed for a reason of this worker's (the trainer shows them).
+TRAINABLE_COUNT_ERROR = "TrainableTraceCountError"
+UNSCORED_ERROR = "UnscoredRewardError"
+EPISODE_ERROR = "EpisodeError"
+EPISODE_TIMEOUT = "EpisodeTimeoutError"
+
+
+@dataclass(frozen=True)
+class Built04:
+    """What a setup message built (once per worker)."""
+
+    setup: WorkerSetup
+    loaded: Loaded04
+    environments: EnvironmentPool
+    limits: CleanupLimits
+
+    @property
+    def tasks(self) -> Sequence[Any]:
+        return self.loaded.tasks
+
+
+@dataclass(frozen=True)
+class SlotsRun:
+    """What running one group's slots produced (records in rollout order)."""
+
+    traces: tuple[TraceRecord, ...]
+    failure: str | None = None
+    error: EpisodeErrorRecord | None = None
+
+
+def build04(setup: WorkerSetup) -> Built04:
+    """Load the environment and its tasks the way the describe step did."""
+    import verifiers.v1 as vf
+
+    loaded = load04(setup.config_path, setup.config_text)
+    check_task_count(setup, len(loaded.tasks))
+    config = loaded.config
+    return Built04(
+        setup,
+        loaded,
+        EnvironmentPool(lambda: vf.load_environment(config), first=loaded.environment),
+        CleanupLimits(**setup.cleanup.model_dump()),
+    )
+
+
+def client_config04(setup: WorkerSetup, base_url: str) -> Any:
+    """The TrainClientConfig of one call: the marker address and the renderer to use."""
+    from verifiers.v1 import TrainClientConfig
+
+    spec = setup.renderer
+    return TrainClientConfig(
+        base_url=base_url,
+        api_key_var=API_KEY_VAR,
+        renderer_model_name=spec.tokenizer_source,
+        renderer=renderer_config04(spec.identity),
+    )
+
+
+def contexts04(
+    model: str,
+    client: Any,
+    chat_template_kwargs: dict[str, Any],
+    sampling: Sequence[dict[str, Any]],
+) -> list[Any]:
+    """One model context per slot (its own seed, when the trainer sent one)."""
+    from verifiers.v1 import ModelContext, SamplingConfig
+
+    extra = {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs else {}
+    return [
+        ModelContext(
+            model=model, client=client, sampling=SamplingConfig.model_validate({**values, **extra})
+        )
+        for values in sampling
+    ]
+
+
+def _error(
+    kind: str, message: str, *, seat: str | None = None, timeout: bool = False
+) -> EpisodeErrorRecord:
+    return EpisodeErrorRecord(
+        type=kind, message=" ".join(message.split())[:2000], seat=seat, timeout=timeout
+    )
+
+
+def _trainable(trace: Any) -> bool:
+    return bool(getattr(trace.agent, "trainable", True))
+
+
+def _seat(trace: Any) -> str | None:
+    return getattr(getattr(trace, "agent", None), "name", None)
+
+
+def episode_verdict(episode: Any) -> EpisodeErrorRecord | None:
+    """Why Verifiers judged ``episode`` not ok, read from its stamps (None when it is ok).
+
+    The episode's ``ok`` decides, never its error list: an episode that recovered under
+    ``[retries]`` keeps the failed attempts' errors and is ok. A failed untrainable seat (a user
+    simulator, a judge) is named, since the trainable trace it cut short may itself be ok. When
+    only the trainable trace failed, that trace's own verdict speaks (None here)."""
+    if episode.ok:
+        return None
+    timeout = bool(getattr(episode, "is_timeout", False))
+    kind = EPISODE_TIMEOUT if timeout else EPISODE_ERROR
+    seats = [t for t in episode.traces if not t.ok and not _trainable(t)]
+    if seats:
+        trace = seats[0]
+        error = trace.last_error
+        cause = (
+            f"{error.type}: {error.message}"
+            if error is not None
+            else f"its trace stopped as {trace.stop_condition!r} and is not ok"
+        )
+        seat = _seat(trace)
+        return _error(kind, f"seat {seat!r} failed: {cause}", seat=seat, timeout=timeout)
+    if any(not t.ok for t in episode.traces):
+        return None
+    last = episode.errors[-1] if episode.errors else None
+    cause = f"{last.type}: {last.message}" if last is not None else "no error was recorded"
+    return _error(kind, f"the episode is not ok: {cause}", timeout=timeout)
+
+
+def _unscored(record: TraceRecord) -> EpisodeErrorRecord | None:
+    if record.rollout_failed or not record.unscored:
+        return None
+    return _error(
+        UNSCORED_ERROR,
+        f"trace {record.id} finished cleanly but Verifiers left its reward(s) "
+        f"{', '.join(record.unscored)} unscored (None); a rollout is trained only with every "
+        "reward scored",
+    )
+
+
+def _slot_records(
+    slot: int,
+    traces: Sequence[Any],
+    verdict: EpisodeErrorRecord | None,
+    recovered: int,
+    prefix_cache: Any,
+) -> list[TraceRecord]:
+    records = []
+    for trace in traces:
+        record = trace_record04(trace, prefix_cache, rollout=slot)
+        error = verdict or _unscored(record)
+        records.append(
+            record.model_copy(
+                update={"episode_error": error, "episode_recovered_errors": recovered}
+            )
+        )
+    return records
+
+
+@dataclass(frozen=True)
+class LateSlot:
+    """A slot cancelled at the group's deadline, with the traces it had reached."""
+
+    task: Any
+    reached: tuple[Any, ...]
+    deadline_s: float
+
+
+def _late_verdict(slot: int, late: LateSlot) -> EpisodeErrorRecord:
+    return _error(
+        EPISODE_TIMEOUT,
+        f"rollout {slot} of task {late.task.data.idx} ran past its deadline of "
+        f"{late.deadline_s:g} s and was cancelled",
+        timeout=True,
+    )
+
+
+def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRun:
+    """The records of the group's slots (an episode, or a :class:`LateSlot`, per slot), each
+    carrying its own episode's verdict, and, when a slot yields no trace to train or judge,
+    why (see the module docstring)."""
+    records: list[TraceRecord] = []
+    # Why the first slot that yielded no trainable trace failed (the group fails with it).
+    missing: EpisodeErrorRecord | None = None
+    for slot, episode in enumerate(episodes):
+        verdict: EpisodeErrorRecord | None
+        if isinstance(episode, LateSlot):
+            traces, verdict, recovered = episode.reached, _late_verdict(slot, episode), 0
+        else:
+            traces, verdict = episode.traces, episode_verdict(episode)
+            recovered = len(episode.errors) if episode.ok else 0
+        idx = episode.task.data.idx
+        trainable = [t for t in traces if _trainable(t)]
+        records += _slot_records(slot, trainable, verdict, recovered, prefix_cache)
+        if len(trainable) > 1:
+            # Every episode of such an environment does the same: stop the call, naming the fix,
+            # rather than drop group after group until the replacement budget runs out.
+            message = (
+                f"rollout {slot} of task {idx} yielded {len(trainable)} traces of trainable "
+                "agents (best-of-n, or several trainable seats), but Miles trains exactly one "
+                "trace per rollout. Fix: leave one trainable seat (mark the others untrainable "
+                "in the environment's setup(), as 0.4's user simulators and judges are); "
+                "episodes that keep several traces are not supported."
+            )
+            refusal = _error(
+                TRAINABLE_COUNT_ERROR, tag_with_code(UNSUPPORTED_REQUEST_CODE, message)
+            )
+            return SlotsRun(tuple(records), "episode_error", refusal)
+        if not trainable and missing is None:
+            missing = verdict or _error(
+                TRAINABLE_COUNT_ERROR,
+                f"rollout {slot} of task {idx} yielded no trace of a trainable agent",
+            )
+    if missing is None:
+        return SlotsRun(tuple(records))
+    kind = "episode_timeout" if missing.timeout else "episode_error"
+    return SlotsRun(tuple(records), kind, missing)
+
+
+async def run_slots(
+    environment: Any,
+    task: Any,
+    contexts: Sequence[Any],
+    *,
+    semaphore: asyncio.Semaphore | None,
+    deadline_s: float,
+    prefix_cache: Any = None,
+) -> SlotsRun:
+    """``len(contexts)`` independent episodes of ``task``, slot ``k`` with ``contexts[k]``.
+
+    Never raises for the episodes' own failures: each slot is judged on its own, so a slot
+    still running at the deadline is cancelled and its reached traces carry the timeout while
+    the slots that finished keep their own verdicts. Cancellation propagates."""
+    slots = environment.slots(task, len(contexts))
+    runs = [
+        asyncio.ensure_future(environment.run_slot(slot, context, semaphore))
+        for slot, context in zip(slots, contexts, strict=True)
+    ]
+    try:
+        await asyncio.wait(runs, timeout=deadline_s)
+    finally:
+        late = [run for run in runs if not run.done()]
+        for run in late:
+            run.cancel()
+        if late:
+            await asyncio.wait(late)
+    outcomes: list[Any] = []
+    for slot, run in zip(slots, runs, strict=True):
+        if run.cancelled():
+            outcomes.append(LateSlot(task, tuple(slot.traces), deadline_s))
+            continue
+        error = run.exception()
+        if error is not None:
+            return SlotsRun((), "episode_error", _error(type(error).__name__, str(error)))
+        outcomes.append(run.result())
+    return judge_episodes(outcomes, prefix_cache)
+
+
+class Generation04:
+    """Verifiers 0.4: slots of one task per group, Verifiers' own ``TrainClient`` reaching
+    the call's transport through the interception seam (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._loans: TransportLoans | None = None
+
+    def build(self, setup: WorkerSetup) -> Built04:
+        return build04(setup)
+
+    def describe(self, request: DescribeRequest) -> ReplyBody:
+        return describe04(request)
+
+    def open_call(self, built: Built04, start: CallStart, transport: Any) -> tuple[Any, str]:
+        if self._loans is None:
+            self._loans = install_transport_hook(TransportLoans())
+        base_url, lent = self._loans.lend(start.call_id, transport)
+        return lent, base_url
+
+    def close_call(self, call_id: str) -> None:
+        if self._loans is not None:
+            self._loans.take_back(call_id)
+
+    async def run_group(self, built: Built04, call: OpenCall, request: GroupRequest) -> GroupResult:
+        client = client_config04(built.setup, call.base_url)
+        kwargs = json.loads(built.setup.renderer.chat_template_kwargs_json or "{}")
+        run = await run_slots(
+            call.scope.environment,
+            built.tasks[request.task_index],
+            contexts04(call.start.model, client, kwargs, request.sampling),
+            semaphore=call.semaphore,
+            deadline_s=request.deadline_s,
+            prefix_cache=call.scope.transport.prefix_cache_usage,
+        )
+        failure = run.failure if run.failure in ("episode_error", "episode_timeout") else None
+        return GroupResult(traces=list(run.traces), failure=failure, error=run.error)

@@ -1,0 +1,245 @@
+"""What a Verifiers 0.4 seat's harness needs on the worker's machine, checked before any episode.
+
+Verifiers 0.4's stock harnesses (``null``, ``bash``, ``mini-swe-agent``, ``terminus-2``, the ACP
+harnesses, ...) do not run their agent in the worker's interpreter: a seat's ``setup`` prepares
+a PEP 723 script with ``uv`` in the seat's runtime (``Runtime.prepare_uv_script``: ``uv sync
+--script``, which resolves the script's dependencies against a package index, then ``uv python
+find --script``), and every rollout runs that script. In the host ``subprocess`` runtime that
+means, on the worker's machine:
+
+- ``uv`` on the workers' ``PATH`` (the worker venv's ``bin`` comes first, see
+  :mod:`miles_verifiers.protocol.worker_path`): without it Verifiers tries to fetch ``uv`` itself and
+  every episode fails at setup;
+- the package index ``uv`` is configured with, answering when a worker prepares the script (once
+  per worker process). Verifiers runs that step with ``UV_OFFLINE=false`` and an index's simple
+  pages are revalidated on every resolution, so a warm ``uv`` cache makes it fast but does not
+  make it work without an index.
+
+This module finds the seats whose harness prepares such a script (the harness class, or a class
+it inherits from, calls ``prepare_uv_script`` / ``run_uv_script`` / ``launch_chat_program``), in
+a ``subprocess`` runtime (a container runtime runs ``uv`` in its own image), and checks both
+needs in the worker's own interpreter, in bounded time: ``uv`` found and able to run scripts,
+then ``uv pip compile`` of the dependencies of Verifiers' chat program (the ``null``/``bash``
+harnesses' script), with the seat harness's own environment, as a probe of the index. A failing
+check raises a :class:`~miles_verifiers.episodes.v02.config.ConfigError` naming the seat, the
+harness, what is missing and the fix.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError
+from miles_verifiers.episodes.v04.config_shape import table
+
+# Names whose use in a harness class's source means its setup prepares a script with uv.
+UV_SCRIPT_CALLS = ("prepare_uv_script", "run_uv_script", "launch_chat_program")
+# Runtimes in which a harness's program runs on the worker's own machine, with its PATH.
+HOST_RUNTIMES = frozenset({"subprocess"})
+# Bounds on the probes: a check never waits on a hung network longer than this.
+HELP_TIMEOUT_S = 15.0
+INDEX_TIMEOUT_S = 45.0
+# uv's own per-request timeout for the index probe, unless the workers' environment sets one.
+INDEX_HTTP_TIMEOUT_S = "10"
+
+
+@dataclass(frozen=True)
+class UvSeat:
+    """A seat whose harness prepares a uv script in a host runtime."""
+
+    seat: str
+    harness: str
+    harness_key: str
+    """Where the harness is chosen: the seat's ``[...harness]`` table, or the taskset's default."""
+    harness_table: str
+    """The seat's harness table as the file spells it (``[agent.harness]``)."""
+    env: Mapping[str, str]
+    """The harness's own environment (``resolved_env``), which Verifiers hands to uv."""
+
+
+def prepares_uv_script(harness_type: type) -> bool:
+    """Whether the harness class (or a class it inherits from, short of Verifiers' base
+    ``Harness``) calls one of :data:`UV_SCRIPT_CALLS`."""
+    from verifiers.v1.harness import Harness
+
+    for klass in harness_type.__mro__:
+        if klass is Harness or klass is object:
+            break
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):  # no source to read (a compiled or dynamic class)
+            continue
+        if any(name in source for name in UV_SCRIPT_CALLS):
+            return True
+    return False
+
+
+def uv_seats(config: Any, prefix: Sequence[str] = ()) -> list[UvSeat]:
+    """The seats of ``config`` whose harness prepares a uv script on the worker's machine."""
+    from verifiers.v1.env import agent_config_fields
+    from verifiers.v1.utils.loaders import harness_class
+
+    harnesses = config.agent_harnesses()
+    found = []
+    for seat, spec in agent_config_fields(config).items():
+        kind = getattr(spec.runtime, "type", None)
+        harness = harnesses.get(seat)
+        if kind not in HOST_RUNTIMES or harness is None or not harness.id:
+            continue
+        try:
+            harness_type = harness_class(harness.id)
+        except Exception:  # a harness Verifiers cannot load is its own refusal, elsewhere
+            continue
+        if not prepares_uv_script(harness_type):
+            continue
+        harness_table = table(prefix, seat, "harness")
+        key = (
+            f"{harness_table} id"
+            if spec.harness is not None
+            else f"the taskset's default harness (pin one in {harness_table})"
+        )
+        env = getattr(harness, "resolved_env", None) or {}
+        found.append(UvSeat(seat, str(harness.id), key, harness_table, dict(env)))
+    return found
+
+
+def chat_program_dependencies() -> list[str]:
+    """The dependencies Verifiers' chat program declares (its PEP 723 ``script`` block)."""
+    from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM
+
+    lines = []
+    inside = False
+    for line in CHAT_PROGRAM.splitlines():
+        if line.strip() == "# /// script":
+            inside = True
+        elif line.strip() == "# ///":
+            break
+        elif inside:
+            lines.append(line[2:] if line.startswith("# ") else line.lstrip("#"))
+    return [str(dep) for dep in tomllib.loads("\n".join(lines)).get("dependencies", [])]
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines[-3:])[-400:] if lines else "no output"
+
+
+def _where(path: Path) -> str:
+    return f"{CONFIG_ENV_VAR} file {path}"
+
+
+def _pip_fix() -> str:
+    return f"{sys.executable} -m pip install uv"
+
+
+def find_uv(environ: Mapping[str, str]) -> str | None:
+    return shutil.which("uv", path=environ.get("PATH", os.defpath))
+
+
+def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> str:
+    """The ``uv`` the seat's harness would run; refuses a missing one or one too old for
+    scripts."""
+    where = f"the {seat.seat!r} seat's harness {seat.harness!r} ({seat.harness_key})"
+    uv = find_uv(environ)
+    if uv is None:
+        first = environ.get("PATH", "").split(os.pathsep)[0]
+        raise ConfigError(
+            f"{_where(path)}: {where} runs its program as a uv script, and there is no `uv` on "
+            f"the episode workers' PATH (its first entry: {first}); Verifiers would try to "
+            "download uv in every episode and the episodes would fail.",
+            field=seat.harness_key,
+            fix=f"install uv into the worker venv: {_pip_fix()}",
+        )
+    try:
+        done = subprocess.run(
+            [uv, "sync", "--help"],
+            env=dict(environ),
+            capture_output=True,
+            text=True,
+            timeout=HELP_TIMEOUT_S,
+        )
+        usable = done.returncode == 0 and "--script" in done.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        usable = False
+    if not usable:
+        raise ConfigError(
+            f"{_where(path)}: {where} runs its program as a uv script, and the `uv` the episode "
+            f"workers find ({uv}) cannot sync scripts (too old, or it does not run).",
+            field=seat.harness_key,
+            fix=f"install a current uv into the worker venv: {_pip_fix()} --upgrade",
+        )
+    return uv
+
+
+def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -> None:
+    """Resolve the chat program's dependencies as the seat's setup would (``UV_OFFLINE`` off,
+    the harness's environment on top), in bounded time; refuse when uv cannot."""
+    env = {**environ, **seat.env, "UV_OFFLINE": "false"}
+    env.setdefault("UV_HTTP_TIMEOUT", INDEX_HTTP_TIMEOUT_S)
+    where = f"the {seat.seat!r} seat's harness {seat.harness!r} ({seat.harness_key})"
+    command = [
+        uv, "pip", "compile", "-", "--no-config", "--quiet", "--no-header", "--no-annotate",
+        "--python", sys.executable,
+    ]  # fmt: skip
+    requirements = "\n".join(chat_program_dependencies()) + "\n"
+    try:
+        done = subprocess.run(
+            command,
+            input=requirements,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=INDEX_TIMEOUT_S,
+        )
+        problem = None if done.returncode == 0 else _last_line(done.stderr)
+    except subprocess.TimeoutExpired:
+        problem = f"no answer within {INDEX_TIMEOUT_S:g} s"
+    except OSError as error:
+        problem = f"{type(error).__name__}: {error}"
+    if problem is None:
+        return
+    index = env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or "PyPI (uv's default)"
+    raise ConfigError(
+        f"{_where(path)}: {where} prepares its program with uv in each episode worker, which "
+        f"resolves the program's dependencies against a package index, and uv could not reach "
+        f"it from the workers (index: {index}; uv said: {problem}). A warm uv cache does not "
+        "stand in for the index: Verifiers prepares the script with UV_OFFLINE=false.",
+        field=seat.harness_key,
+        fix="let the workers reach the index (check HTTPS_PROXY / NO_PROXY in their "
+        "environment), or point uv at one they reach: set UV_INDEX_URL (or UV_DEFAULT_INDEX) "
+        "in the environment the trainer starts the workers with, or under the seat's "
+        f"{seat.harness_table} env.",
+    )
+
+
+def check_harness_needs04(
+    config: Any,
+    path: Path,
+    prefix: Sequence[str] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse, before any episode, a seat whose harness cannot prepare its program on the
+    worker: no ``uv`` on the workers' ``PATH``, or no package index for it (see the module
+    text). ``environ`` is the workers' environment (this process's by default: the describe
+    step runs with the workers' ``PATH``)."""
+    seats = uv_seats(config, prefix)
+    if not seats:
+        return
+    environ = dict(os.environ if environ is None else environ)
+    uv = check_uv_program(seats[0], environ, path)
+    probed: set[tuple[tuple[str, str], ...]] = set()
+    for seat in seats:
+        key = tuple(sorted(seat.env.items()))
+        if key not in probed:
+            probed.add(key)
+            check_index(seat, uv, environ, path)

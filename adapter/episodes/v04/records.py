@@ -1,0 +1,106 @@
+"""A Verifiers 0.4 trace as the protocol's :class:`TraceRecord` (worker side).
+
+The record is the one the 0.2.0 worker sends, so the trainer reads both alike. What moved in
+0.4 is translated here: a branch's turn count is its sampled nodes (``Branch.num_turns`` is
+gone), a reward is a ``Reward(score, weight)`` or ``None`` (unscored), and the latest error is
+``last_error``. Verifiers' verdicts travel as it stamped them: ``ok`` (success is the stamp,
+never an empty error list: a trace that recovered under retries keeps the failed attempts'
+errors and is ok) and ``is_timeout``. A trace that is not ok without a recorded error still
+gets one, so the trainer can name why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from miles_verifiers.errors import recorded_error_class
+from miles_verifiers.protocol.records import (
+    BranchRecord,
+    ErrorRecord,
+    NodeRecord,
+    PrefixCacheRecord,
+    TraceRecord,
+    task_record,
+)
+
+# The error type recorded for a trace Verifiers judged not ok without saying why.
+NOT_OK_ERROR = "TraceNotOk"
+
+
+def _node_ids(trace: Any) -> dict[int, int]:
+    return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
+
+
+def branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
+    nodes = list(branch.nodes)
+    return BranchRecord(
+        index=branch.index,
+        token_ids=list(branch.token_ids),
+        logprobs=[float(x) for x in branch.logprobs],
+        num_turns=sum(1 for node in nodes if any(node.mask)),
+        nodes=[
+            NodeRecord(
+                mask=[bool(m) for m in node.mask],
+                logprobs=[float(x) for x in (node.logprobs or ())],
+                node_id=node_ids.get(id(node)),
+            )
+            for node in nodes
+        ],
+        trainable=bool(getattr(branch, "trainable", True)),
+    )
+
+
+def error_record(trace: Any) -> ErrorRecord | None:
+    error = trace.last_error
+    if error is not None:
+        return ErrorRecord(type=error.type, message=error.message, traceback=error.traceback)
+    if trace.ok:
+        return None
+    return ErrorRecord(
+        type=NOT_OK_ERROR,
+        message=f"Verifiers judged the trace not ok (stop condition {trace.stop_condition!r}) "
+        "and recorded no error",
+    )
+
+
+def trace_record04(
+    trace: Any, prefix_cache: Callable[[str], Any] | None = None, *, rollout: int | None = None
+) -> TraceRecord:
+    """The record of a 0.4 trace of rollout ``rollout``; ``prefix_cache`` looks up the engine's
+    cache usage."""
+    error = error_record(trace)
+    ok = bool(trace.ok)
+    found = recorded_error_class(error) if error is not None else None
+    usage = prefix_cache(trace.id) if prefix_cache is not None else None
+    node_ids = _node_ids(trace)
+    rewards = {name: r.score for name, r in trace.rewards.items() if r is not None}
+    agent = getattr(trace, "agent", None)
+    return TraceRecord(
+        id=trace.id,
+        task=task_record(trace.task),
+        branches=[branch_record(b, node_ids) for b in trace.branches],
+        rewards={name: float(score) for name, score in rewards.items()},
+        metrics={k: float(v) for k, v in trace.metrics.items() if v is not None},
+        reward=float(trace.reward),
+        num_turns=int(trace.num_turns),
+        num_output_tokens=int(trace.num_output_tokens),
+        num_total_tokens=int(trace.num_total_tokens),
+        stop_condition=trace.stop_condition,
+        is_truncated=bool(trace.is_truncated),
+        last_reply=trace.last_reply,
+        error=error,
+        error_code=found.trace_code if found is not None else None,
+        prefix_cache=(
+            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
+            if usage is not None
+            else None
+        ),
+        agent_name=getattr(agent, "name", None),
+        agent_trainable=bool(getattr(agent, "trainable", True)),
+        unscored=sorted(name for name, r in trace.rewards.items() if r is None),
+        ok=ok,
+        is_timeout=bool(getattr(trace, "is_timeout", False)),
+        recovered_errors=len(trace.errors) if ok else 0,
+        rollout=rollout,
+    )

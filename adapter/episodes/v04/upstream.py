@@ -1,0 +1,122 @@
+"""Every non-public piece of Verifiers 0.4 the episode worker relies on, in one module.
+
+Like :mod:`miles_verifiers.episodes.v02.upstream` (the 0.2.0 list), no other module touches these; each
+entry has a test in ``tests/workers/test_upstream04.py``, run by a worker interpreter with 0.4.0
+(``tox -e verifiers04``).
+Upstream imports happen inside the functions.
+
+verifiers 0.4.0
+---------------
+1. ``verifiers.v1.interception.server.resolve_client``: the module attribute the interception
+   server calls (``InterceptionServer._client``) to build the one client per distinct client
+   config it serves. 0.4 builds the ``TrainClient`` itself from a ``TrainClientConfig`` (an
+   ``AsyncOpenAI`` at ``base_url``), so there is no public way to hand it our SGLang
+   transport. The attribute is wrapped: a config whose ``base_url`` a :class:`TransportLoans`
+   knows gets a ``TrainClient`` whose ``client`` attribute (2) is that call's transport; any
+   other config is built as before. Without it the episodes would post to the marker address
+   (a closed loopback port) and fail with connection errors.
+   -> :func:`install_transport_hook`
+2. ``TrainClient.client``: the object ``renderers.client.generate`` is given as the
+   ``AsyncOpenAI`` (the same surface as in 0.2.0, see ``upstream`` entry 9).
+   -> :func:`install_transport_hook`
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from miles_verifiers.errors import RolloutCallError
+
+# Where a call's marker base_url points: a loopback port nothing should listen on (TCP 9 is
+# "discard"), so a request that missed the hook fails at once and never leaves the machine.
+MARKER_HOST = "http://127.0.0.1:9"
+
+
+class CallEndedError(RolloutCallError, RuntimeError):
+    """A model request arrived after the rollout call that lent the transport had ended."""
+
+
+class LentTransport:
+    """A call's transport as a ``TrainClient`` holds it: closing the client (the interception
+    server does, when serving ends) must not close the transport the call still aborts with,
+    and once the call ends nothing new is sent."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._ended = False
+
+    def end(self) -> None:
+        self._ended = True
+
+    @property
+    def base_url(self) -> httpx.URL:
+        return self._transport.base_url
+
+    async def get(self, path: str, **options: Any) -> Any:
+        return await self._transport.get(path, **options)
+
+    async def post(self, path: str, **options: Any) -> Any:
+        if self._ended:
+            raise CallEndedError("the rollout call that owns this episode has ended")
+        return await self._transport.post(path, **options)
+
+    async def close(self) -> None:
+        """The call closes the transport itself (after its aborts), not the client."""
+
+
+class TransportLoans:
+    """Which marker base_url stands for which call's transport (one worker's calls)."""
+
+    def __init__(self) -> None:
+        self._lent: dict[str, LentTransport] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def marker(call_id: str) -> str:
+        return f"{MARKER_HOST}/miles-verifiers/{call_id}/v1"
+
+    def lend(self, call_id: str, transport: Any) -> tuple[str, LentTransport]:
+        lent = LentTransport(transport)
+        url = self.marker(call_id)
+        with self._lock:
+            self._lent[url] = lent
+        return url, lent
+
+    def take_back(self, call_id: str) -> None:
+        with self._lock:
+            lent = self._lent.pop(self.marker(call_id), None)
+        if lent is not None:
+            lent.end()
+
+    def find(self, base_url: str) -> LentTransport | None:
+        with self._lock:
+            return self._lent.get(base_url)
+
+
+def _hooked(original: Callable[[Any], Any], loans: TransportLoans) -> Callable[[Any], Any]:
+    def resolve_client(config: Any) -> Any:
+        client = original(config)
+        lent = loans.find(str(getattr(config, "base_url", "")))
+        if lent is not None:
+            client.client = lent  # what renderers' generate posts through
+        return client
+
+    resolve_client.miles_verifiers_loans = loans  # type: ignore[attr-defined]
+    return resolve_client
+
+
+def install_transport_hook(loans: TransportLoans) -> TransportLoans:
+    """Wrap the interception server's ``resolve_client`` once per process; return the loans
+    the installed hook reads (the first installer's: one worker process, one handler)."""
+    from verifiers.v1.interception import server
+
+    current = server.resolve_client
+    installed = getattr(current, "miles_verifiers_loans", None)
+    if isinstance(installed, TransportLoans):
+        return installed
+    server.resolve_client = _hooked(current, loans)
+    return loans

@@ -1,0 +1,390 @@
+"""The episode side: owns environments, a renderer pool and one transport per call.
+
+:class:`WorkerHandler` answers protocol requests. It is the same object behind every backend:
+a local child process and a Ray actor (``handle_frame`` takes request bytes and returns reply
+bytes), and the trainer's own process (``handle`` takes the request itself, see
+:mod:`.in_process`). What differs between Verifiers generations (loading, the model client,
+running a group) is a :class:`Generation`: :class:`Generation02` here, ``Generation04`` in
+:mod:`miles_verifiers.episodes.v04.episodes`. Each rollout call gets its own :class:`~miles_verifiers.episodes.v02.calls.CallScope`
+(own environment, transport with the rid prefix the trainer chose for this worker, client),
+keyed by call id and held by one task from entry to exit, so a training and an evaluation call
+on one worker stay apart. Ending a call cancels its leftover episodes and aborts their
+requests on the engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from miles_verifiers.episodes.describe import describe, installed_versions, load_config_and_taskset
+from miles_verifiers.episodes.v02.calls import (
+    CallScope,
+    CleanupLimits,
+    EnvironmentPool,
+    GroupRun,
+    run_group,
+)
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.protocol.messages import (
+    CallEnd,
+    CallStart,
+    DescribeRequest,
+    Done,
+    EpisodeErrorRecord,
+    GroupRequest,
+    GroupResult,
+    ProtocolVersionError,
+    Ready,
+    Refused,
+    Reply,
+    ReplyBody,
+    WorkerSetup,
+    read_request,
+)
+from miles_verifiers.protocol.records import trace_record
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerRequestError(RolloutCallError, RuntimeError):
+    """A request the worker cannot carry out (answered as ``Refused``)."""
+
+
+@dataclass
+class Built02:
+    """What a setup message built for Verifiers 0.2.0 (once per worker)."""
+
+    setup: WorkerSetup
+    tasks: tuple[Any, ...]
+    environments: EnvironmentPool
+    renderer_pool: Any
+    renderer_spec: Any
+    limits: CleanupLimits
+
+
+@dataclass
+class OpenCall:
+    """One rollout call open on this worker: its scope, held by one task from entry to exit."""
+
+    start: CallStart
+    scope: CallScope
+    semaphore: asyncio.Semaphore
+    # Where the call's episodes reach its transport (the 0.4 interception seam; else "").
+    base_url: str
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    holder: asyncio.Task[None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        done = self.opened.done() and not self.opened.cancelled()
+        return done and self.opened.exception() is None
+
+
+class Generation(Protocol):
+    """What differs between Verifiers generations behind one worker; the handler does the rest
+    (the protocol, the calls' lifetimes, the transports)."""
+
+    def build(self, setup: WorkerSetup) -> Any:
+        """Load what ``setup`` names: a thing with ``setup``, ``tasks``, ``environments`` and
+        ``limits`` (runs in a thread)."""
+        ...
+
+    def describe(self, request: DescribeRequest) -> ReplyBody:
+        """The answer to a describe request (runs in a thread)."""
+        ...
+
+    def open_call(self, built: Any, start: CallStart, transport: Any) -> tuple[Any, str]:
+        """The model client of a call's episodes and the address they reach it at (or "")."""
+        ...
+
+    def close_call(self, call_id: str) -> None:
+        """Release what :meth:`open_call` lent (the call's scope has exited)."""
+        ...
+
+    async def run_group(self, built: Any, call: OpenCall, request: GroupRequest) -> GroupResult:
+        """Run one group's rollouts in ``call`` (a task of the call's scope)."""
+        ...
+
+
+def build(setup: WorkerSetup) -> Built02:
+    """Load the config, the taskset and the renderer pool the construction checks described.
+
+    Only the worker's own interpreter and packages are used (the taskset packages must be
+    installed where the workers run): nothing of the trainer's import path is borrowed.
+    """
+    from miles_verifiers.episodes.v02.clients import shared_renderer_pool
+
+    config, loaded = load_config_and_taskset(setup.config_path, setup.config_text)
+    check_task_count(setup, len(loaded.tasks))
+    return assemble(setup, config, loaded, shared_renderer_pool(renderer_spec(setup)))
+
+
+def check_task_count(setup: WorkerSetup, loaded: int) -> None:
+    if loaded != setup.expected_tasks:
+        raise WorkerRequestError(
+            f"the worker loaded {loaded} tasks from {setup.config_path} but the trainer has "
+            f"{setup.expected_tasks}: the taskset differs between the two processes. Fix: "
+            "install the same taskset version and data where the workers run."
+        )
+
+
+def renderer_spec(setup: WorkerSetup) -> Any:
+    from miles_verifiers.episodes.v02.clients import RendererSpec
+
+    return RendererSpec(**setup.renderer.model_dump())
+
+
+def assemble(setup: WorkerSetup, config: Any, loaded: Any, renderer_pool: Any) -> Built02:
+    """What ``setup`` builds, from a config and taskset already loaded and a renderer pool."""
+    from verifiers.v1 import Environment
+
+    return Built02(
+        setup,
+        loaded.tasks,
+        EnvironmentPool(lambda: Environment(config), first=loaded.environment),
+        renderer_pool,
+        renderer_spec(setup),
+        CleanupLimits(**setup.cleanup.model_dump()),
+    )
+
+
+@dataclass
+class Generation02:
+    """Verifiers 0.2.0: ``Environment`` groups, the project's own ``TrainClient``."""
+
+    builder: Callable[[WorkerSetup], Any] = build
+
+    def build(self, setup: WorkerSetup) -> Any:
+        return self.builder(setup)
+
+    def describe(self, request: DescribeRequest) -> ReplyBody:
+        return describe(request)
+
+    def open_call(self, built: Built02, start: CallStart, transport: Any) -> tuple[Any, str]:
+        from miles_verifiers.episodes.v02.clients import MilesTrainClient
+
+        return MilesTrainClient(transport, built.renderer_pool, built.renderer_spec), ""
+
+    def close_call(self, call_id: str) -> None:
+        pass
+
+    async def run_group(self, built: Built02, call: OpenCall, request: GroupRequest) -> GroupResult:
+        run: GroupRun = await run_group(
+            call.scope.environment,
+            built.tasks[request.task_index],
+            _contexts(call, request.sampling),
+            semaphore=call.semaphore,
+            deadline_s=request.deadline_s,
+        )
+        usage = call.scope.transport.prefix_cache_usage
+        error = _error_record(run.error, run.failure) if run.error is not None else None
+        # 0.2 runs one episode for the whole group: its failure is every rollout's verdict.
+        return GroupResult(
+            traces=[
+                trace_record(t, usage).model_copy(update={"episode_error": error, "rollout": k})
+                for k, t in enumerate(run.traces)
+            ],
+            failure=run.failure,
+            error=error,
+        )
+
+
+def installed_generation() -> Generation:
+    """The generation of the Verifiers this interpreter has installed."""
+    return generation_for(installed_versions().get("verifiers"))
+
+
+def generation_for(verifiers_version: str | None) -> Generation:
+    from miles_verifiers.versions import uses_slots_api
+
+    if not uses_slots_api(verifiers_version):
+        return Generation02()
+    from miles_verifiers.episodes.v04.episodes import Generation04
+
+    return Generation04()
+
+
+def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
+    """The transport settings of one call: the trainer's template for its mode, with the
+    engine address and the rid prefix the trainer chose for this worker."""
+    from miles_verifiers.episodes.transport import TransportSettings
+
+    template = setup.transport.get(start.mode)
+    if template is None:
+        raise WorkerRequestError(f"the worker has no transport settings for {start.mode!r}")
+    return TransportSettings.model_validate(
+        {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
+    )
+
+
+class WorkerHandler:
+    """Answers one worker's requests; every call it serves is keyed by its call id.
+
+    ``generation`` defaults to the installed Verifiers' (:func:`installed_generation`);
+    ``built``: already set up (in the trainer's process), no setup message needed.
+    """
+
+    def __init__(self, generation: Generation | None = None, built: Any = None) -> None:
+        self._generation = generation if generation is not None else installed_generation()
+        self._built = built
+        self._calls: dict[str, OpenCall] = {}
+        self._router_drops_warned: set[str] = set()  # warned once per worker
+
+    async def handle_frame(self, data: bytes) -> bytes:
+        """Request bytes in, reply bytes out (never raises for a bad request)."""
+        try:
+            request = read_request(data)
+        except (ProtocolVersionError, ValueError) as error:
+            reply = Reply(id=_request_id(data), body=_refused(error))
+            return reply.model_dump_json().encode()
+        try:
+            body = await self.handle(request.body)
+        except asyncio.CancelledError:
+            if _current_task_cancelling():
+                raise
+            body = Refused(error_type="CancelledError", message="the call ended first")
+        except Exception as error:
+            logger.debug("episode worker refused a %s request", request.body.kind, exc_info=True)
+            body = _refused(error)
+        return Reply(id=request.id, body=body).model_dump_json().encode()
+
+    async def handle(self, body: Any) -> ReplyBody:
+        if isinstance(body, WorkerSetup):
+            if self._built is None:
+                self._built = await asyncio.to_thread(self._generation.build, body)
+            return Ready(versions=installed_versions())
+        if isinstance(body, DescribeRequest):
+            return await asyncio.to_thread(self._generation.describe, body)
+        if isinstance(body, CallStart):
+            await self._open(body)
+            return Done()
+        if isinstance(body, CallEnd):
+            await self.end_call(body.call_id)
+            return Done()
+        if isinstance(body, GroupRequest):
+            return await self._run_group(body)
+        raise WorkerRequestError(f"unknown request kind {getattr(body, 'kind', body)!r}")
+
+    def _need_setup(self) -> Any:
+        if self._built is None:
+            raise WorkerRequestError("the worker got a call before its setup message")
+        return self._built
+
+    async def _open(self, start: CallStart) -> None:
+        from miles_verifiers.episodes.transport import SGLangTransport
+
+        built = self._need_setup()
+        call = self._calls.get(start.call_id)
+        if call is None:
+            settings = call_transport_settings(built.setup, start)
+            transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
+            client, base_url = self._generation.open_call(built, start, transport)
+            scope = CallScope(built.environments, transport, client, built.limits)
+            call = OpenCall(start, scope, asyncio.Semaphore(start.max_concurrency), base_url)
+            call.holder = asyncio.get_running_loop().create_task(
+                self._hold(call), name=f"episodes-call-{start.call_id}"
+            )
+            self._calls[start.call_id] = call
+        # Whoever waits for the opening may give up; the holder goes on (and ends with the call).
+        await asyncio.shield(call.opened)
+
+    async def _hold(self, call: OpenCall) -> None:
+        """Enter the call's scope, wait for the call to end, exit the scope: all in this one
+        task, so that Verifiers' serving context is left where it was entered, whether the
+        call ends by ``end_call`` or by this task being cancelled (the loop shutting down)."""
+        try:
+            async with call.scope:
+                call.opened.set_result(None)
+                await call.ended.wait()
+        except BaseException as error:
+            if call.opened.done():
+                raise
+            self._calls.pop(call.start.call_id, None)
+            if isinstance(error, asyncio.CancelledError):
+                call.opened.cancel()
+                raise
+            call.opened.set_exception(error)
+        finally:
+            self._generation.close_call(call.start.call_id)
+
+    async def end_call(self, call_id: str) -> None:
+        """Cancel the call's leftover episodes, abort its requests, release its environment."""
+        call = self._calls.pop(call_id, None)
+        if call is None or call.holder is None:
+            return
+        call.ended.set()
+        # Not cancelled with this wait: the holder finishes its own (bounded) exit.
+        await asyncio.wait([call.holder])
+        if not call.holder.cancelled() and call.holder.exception() is not None:
+            logger.debug("ending call %s: %r", call_id, call.holder.exception())
+
+    async def close(self) -> None:
+        for call_id in list(self._calls):
+            await self.end_call(call_id)
+
+    async def _run_group(self, request: GroupRequest) -> GroupResult:
+        built = self._need_setup()
+        call = self._calls.get(request.call_id)
+        if call is None or not call.is_open:
+            raise WorkerRequestError(f"call {request.call_id} is not open on this worker")
+        if request.task_index >= len(built.tasks):
+            raise WorkerRequestError(
+                f"task index {request.task_index} is out of range ({len(built.tasks)} tasks)"
+            )
+        task = call.scope.spawn(
+            self._generation.run_group(built, call, request),
+            name=f"episodes-group-{request.slot}",
+        )
+        return await task
+
+
+def _contexts(call: OpenCall, sampling: list[dict[str, Any]]) -> list[Any]:
+    from verifiers.v1 import ModelContext, SamplingConfig
+
+    def context(values: dict[str, Any]) -> Any:
+        return ModelContext(
+            model=call.start.model,
+            client=call.scope.client,
+            sampling=SamplingConfig.model_validate(values),
+        )
+
+    # Rollouts without their own seed share one context, as in the trainer process.
+    if all(values == sampling[0] for values in sampling):
+        return [context(sampling[0])] * len(sampling)
+    return [context(values) for values in sampling]
+
+
+def _error_record(error: BaseException, failure: str | None = None) -> EpisodeErrorRecord:
+    # The same two fields describe_error reads, so the trainer describes it identically.
+    message = getattr(error, "message", None)
+    return EpisodeErrorRecord(
+        type=getattr(error, "type", None) or type(error).__name__,
+        message=str(error) if message is None else str(message),
+        timeout=failure == "episode_timeout",
+    )
+
+
+def _refused(error: BaseException) -> Refused:
+    return Refused(error_type=type(error).__name__, message=str(error)[:4000])
+
+
+def _request_id(data: bytes) -> int:
+    try:
+        raw = json.loads(data)
+        value = raw.get("id") if isinstance(raw, dict) else None
+        return value if isinstance(value, int) else -1
+    except ValueError:
+        return -1
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

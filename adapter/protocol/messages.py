@@ -1,0 +1,270 @@
+"""The messages between the rollout function and its episode workers, and their version.
+
+Everything here is plain JSON (pydantic models): no pickled Verifiers object crosses, so a
+worker may run another Verifiers version, in another interpreter, than the trainer process, as
+long as it speaks the same major protocol version. Each side refuses a message of another major
+version with an error naming both versions; fields it does not know (a newer minor's additions)
+are ignored, in both directions.
+
+Every request is a :class:`Request` (``version``, ``id``, one ``body``); the worker answers
+each with a :class:`Reply` of the same ``id``. The answer to the setup message is the worker's
+hello (:class:`Ready`): its protocol version and the Verifiers and Renderers it runs. A
+:class:`DescribeRequest` asks the episode side what the taskset is, for the construction checks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.protocol.records import EpisodeErrorRecord, TaskRecord, TraceRecord
+
+# 2.1 added Verifiers' verdicts to the trace record (ok, is_timeout, recovered errors, the
+# episode's error with its seat, the rollout slot) and the 0.4 seats, service runtimes and
+# config notes to the description.
+PROTOCOL_VERSION = "2.1"
+
+
+class ProtocolVersionError(RolloutCallError, ValueError):
+    """A message was written for a protocol version this side cannot read."""
+
+
+def major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    if not head.isdigit():
+        raise ProtocolVersionError(
+            f"episode worker protocol version {version!r} is not '<major>.<minor>'"
+        )
+    return int(head)
+
+
+def check_version(
+    version: str, *, ours: str = PROTOCOL_VERSION, we: str = "episode worker", they: str = "trainer"
+) -> None:
+    """Refuse ``version`` unless its major number equals ours (minor additions are compatible)."""
+    if major(version) != major(ours):
+        raise ProtocolVersionError(
+            f"the {we} speaks episode worker protocol {ours} and the {they} speaks protocol "
+            f"{version}; different major versions cannot talk. Fix: install the same "
+            "miles-verifiers release in the worker's environment as in the trainer's."
+        )
+
+
+class _Message(BaseModel):
+    # A newer minor version may add fields: read what we know, ignore the rest.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class CleanupSpec(_Message):
+    """Seconds each wind-down step of a call may take on the worker (see ``CleanupLimits``)."""
+
+    abort_s: float
+    grace_s: float
+    shutdown_s: float
+    handler_s: float
+
+
+class RendererSpecModel(_Message):
+    tokenizer_source: str
+    identity: str | None
+    chat_template_kwargs_json: str = "{}"
+    pool_size: int = Field(2, ge=1)
+
+
+class WorkerSetup(_Message):
+    """Sent once to a fresh worker: what it needs to build environments and clients."""
+
+    kind: Literal["setup"] = "setup"
+    config_path: str
+    config_text: str
+    expected_tasks: int = Field(ge=1)
+    renderer: RendererSpecModel
+    # TransportSettings without engine_url and rid_prefix (both known per call).
+    transport: dict[str, dict[str, Any]]
+    cleanup: CleanupSpec
+
+
+class CallStart(_Message):
+    kind: Literal["call_start"] = "call_start"
+    call_id: str
+    mode: Literal["train", "eval"]
+    # This worker's own rid prefix for the call: its aborts reach only its requests.
+    rid_prefix: str
+    engine_url: str
+    model: str
+    max_concurrency: int = Field(ge=1)
+
+
+class CallEnd(_Message):
+    kind: Literal["call_end"] = "call_end"
+    call_id: str
+
+
+class GroupRequest(_Message):
+    """Run one task's episode: rollout ``k`` samples with ``sampling[k]`` (seeds included)."""
+
+    kind: Literal["group"] = "group"
+    call_id: str
+    slot: int
+    task_index: int = Field(ge=0)
+    sampling: list[dict[str, Any]] = Field(min_length=1)
+    deadline_s: float = Field(gt=0)
+
+    @property
+    def n(self) -> int:
+        return len(self.sampling)
+
+
+class DescribeRequest(_Message):
+    """What is this taskset? Asked at construction, before any call (see :class:`Description`)."""
+
+    kind: Literal["describe"] = "describe"
+    config_path: str
+    config_text: str
+    # None: no tokenizer was named (the trainer reports that), so none is loaded.
+    renderer: RendererSpecModel | None
+    # The flags the renderer identity is found from, on the side that has Renderers.
+    hf_checkpoint: str | None = None
+    tokenizer_path: str | None = None
+
+
+RequestBody = Annotated[
+    WorkerSetup | CallStart | CallEnd | GroupRequest | DescribeRequest,
+    Field(discriminator="kind"),
+]
+
+
+class Request(_Message):
+    version: str = PROTOCOL_VERSION
+    id: int
+    body: RequestBody
+
+
+# -- replies -------------------------------------------------------------------------------------
+
+
+class GroupResult(_Message):
+    kind: Literal["group_result"] = "group_result"
+    traces: list[TraceRecord]
+    failure: Literal["episode_error", "episode_timeout"] | None = None
+    error: EpisodeErrorRecord | None = None
+
+
+class Done(_Message):
+    kind: Literal["done"] = "done"
+
+
+class Ready(_Message):
+    """The worker's hello, answering its setup: what it speaks and runs."""
+
+    kind: Literal["ready"] = "ready"
+    protocol: str = PROTOCOL_VERSION
+    # Distribution name -> installed version (miles-verifiers, verifiers, renderers, python).
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class RuntimeDescription(_Message):
+    """A runtime the environment's config names: its ``type`` and whether it runs on the
+    episode worker's machine (Verifiers' own verdict, ``runtime_is_local``)."""
+
+    type: str
+    local: bool
+
+
+class SeatDescription(_Message):
+    """One seat (agent) of a Verifiers 0.4 environment, as its config and ``setup()`` leave it."""
+
+    name: str
+    # Its standing after the environment's setup(); None: setup() could not be run to see it.
+    trainable: bool | None
+    # Only the keys the config sets under [<seat>.sampling] (merged over the run's sampling).
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None  # [<seat>] model, when pinned
+    has_client: bool = False  # whether [<seat>.client] is set
+    runtime: RuntimeDescription
+    # Traces one episode's run() makes this seat produce, when the environment type says so
+    # (best-of-n: its n); None: the environment's run() decides.
+    runs_per_episode: int | None = None
+
+
+class ServiceRuntimeDescription(_Message):
+    """A runtime outside the seats: a tool server's, or one the config names elsewhere (an
+    isolated verifier's ``[verifier.runtime]``)."""
+
+    role: Literal["toolset", "config"]
+    name: str  # the toolset class, or the config path
+    # The TOML table that sets it; None when the taskset's code does (Task.toolsets).
+    key: str | None
+    runtime: RuntimeDescription
+
+
+class Description(_Message):
+    """The episode side's answer to :class:`DescribeRequest`: everything construction checks
+    that needs the taskset loaded, so the trainer side never loads it itself."""
+
+    kind: Literal["description"] = "description"
+    env_id: str
+    tasks: list[TaskRecord] = Field(min_length=1)
+    has_group_reward: bool
+    # The Renderers model id prompts are rendered as (None: the tokenizer's own name).
+    renderer_identity: str | None
+    vocab_size: int | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    # Verifiers 0.4 (a minor addition; None from a 0.2 worker or an older one): the
+    # environment's class, its seats in declaration order, and the runtimes outside them.
+    env_type: str | None = None
+    seats: list[SeatDescription] | None = None
+    service_runtimes: list[ServiceRuntimeDescription] = Field(default_factory=list)
+    # What loading the config set aside, one sentence each (a vf-eval file's run keys, which
+    # Miles' flags decide); the trainer warns with them.
+    config_notes: list[str] = Field(default_factory=list)
+    # The tables the environment config sits under in the file (["env"] in a vf-eval file):
+    # the seats' and runtimes' TOML keys are named under them.
+    config_prefix: list[str] = Field(default_factory=list)
+
+
+class Refused(_Message):
+    """The worker could not carry out the request (a setup problem, an unknown call ...)."""
+
+    kind: Literal["refused"] = "refused"
+    error_type: str
+    message: str
+
+
+ReplyBody = Annotated[
+    GroupResult | Done | Ready | Description | Refused, Field(discriminator="kind")
+]
+
+
+class Reply(_Message):
+    version: str = PROTOCOL_VERSION
+    id: int
+    body: ReplyBody
+
+
+def _versioned(data: bytes | str, what: str) -> dict[str, Any]:
+    raw = json.loads(data)
+    version = raw.get("version") if isinstance(raw, dict) else None
+    if not isinstance(version, str):
+        raise ProtocolVersionError(f"an episode worker {what} carries no protocol version")
+    return raw
+
+
+def read_request(data: bytes | str) -> Request:
+    """Parse a request (on the worker), refusing another major version before its body."""
+    raw = _versioned(data, "request")
+    check_version(raw["version"])
+    return Request.model_validate(raw)
+
+
+def read_reply(data: bytes | str) -> Reply:
+    """Parse a reply (on the trainer), refusing another major version before its body."""
+    raw = _versioned(data, "reply")
+    check_version(raw["version"], we="trainer", they="episode worker")
+    return Reply.model_validate(raw)

@@ -1,0 +1,231 @@
+"""A Verifiers trace as a plain record: the one thing the episode side hands the trainer side.
+
+The record holds exactly what the rollout function reads from a trace: conversion to a sample
+(:mod:`miles_verifiers.trainer.conversion`), evaluation entries (:mod:`miles_verifiers.trainer.evaluation`),
+metrics (:mod:`miles_verifiers.trainer.metrics`) and the drop decisions of training. Everything is
+computed on the episode side by Verifiers itself (branches, masks, log-probs, totals), so the
+trainer side never re-derives a Verifiers rule and needs no Verifiers objects, whether the
+episodes ran in workers or in the trainer's own process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from miles_verifiers.errors import recorded_error_class
+
+
+class _Record(BaseModel):
+    # Records cross the worker protocol: a newer minor's extra fields are ignored.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class NodeRecord(_Record):
+    mask: list[bool]
+    logprobs: list[float]
+    # The node's place in the trace's message graph: branches sharing a node share its id, so
+    # a sampled turn several branches hold is trained once. None from a worker without ids.
+    node_id: int | None = None
+
+
+class BranchRecord(_Record):
+    index: int
+    token_ids: list[int]
+    # The branch's log-probs aligned to token_ids, as Verifiers spreads them.
+    logprobs: list[float]
+    num_turns: int
+    nodes: list[NodeRecord]
+    # Verifiers >= 0.4 marks branches not to train; older versions train every branch.
+    trainable: bool = True
+
+    @property
+    def sampled_mask(self) -> list[bool]:
+        """Per token: did the model sample it (the nodes' masks end to end)."""
+        return [m for node in self.nodes for m in node.mask]
+
+
+class TaskRecord(_Record):
+    type: str
+    idx: Any = None
+    prompt: Any = ""  # already serialised (a string or a list of message dicts)
+    label: Any = None  # label, else answer; numbers as strings
+
+
+class ErrorRecord(_Record):
+    """The trace's latest error, field for field as Verifiers records it."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+class EpisodeErrorRecord(_Record):
+    """Why an episode failed as a whole (its class name and message)."""
+
+    type: str
+    message: str
+    # The seat whose trace failed the episode (0.4: a user simulator, a judge); None when the
+    # episode failed in its own hooks or deadline.
+    seat: str | None = None
+    # The episode ran past a deadline (0.4's ``is_timeout``, or the adapter's own).
+    timeout: bool = False
+
+
+class PrefixCacheRecord(_Record):
+    cached_tokens: int
+    prompt_tokens: int
+
+
+class TraceRecord(_Record):
+    id: str
+    task: TaskRecord
+    branches: list[BranchRecord]
+    rewards: dict[str, float]
+    metrics: dict[str, float]
+    reward: float
+    num_turns: int
+    num_output_tokens: int
+    num_total_tokens: int
+    stop_condition: str | None
+    is_truncated: bool
+    last_reply: str
+    error: ErrorRecord | None = None
+    # The adapter's error class code when the error is one of ours (see errors.trace_code).
+    error_code: str | None = None
+    prefix_cache: PrefixCacheRecord | None = None
+    # Added for Verifiers >= 0.3 workers (protocol 2 minor additions; older trainers ignore
+    # them, older workers leave the defaults). The agent seat that played the trace and
+    # whether it trains the policy (the worker sends only trainable ones for samples).
+    agent_name: str | None = None
+    agent_trainable: bool = True
+    # Rewards Verifiers left unscored (None): the worker fails such a rollout (episode_error).
+    unscored: list[str] = []
+    # Protocol 2.1: Verifiers' own verdicts, read, never inferred. ``ok`` is the trace's
+    # verdict (0.4 ``trace.ok``; 0.2 ``not trace.has_error``); None from an older worker.
+    ok: bool | None = None
+    # 0.4 ``trace.is_timeout``: an agent timeout is a stop, the trace stays ok and is scored.
+    is_timeout: bool = False
+    # Errors an ok trace keeps from the attempts Verifiers retried before it succeeded.
+    recovered_errors: int = 0
+    # Set when the episode this trace belongs to is not ok (0.4 ``episode.ok``; 0.2: the
+    # group's episode raised), whatever the trace's own verdict.
+    episode_error: EpisodeErrorRecord | None = None
+    # Errors an ok episode keeps from the attempts Verifiers retried ([retries]).
+    episode_recovered_errors: int = 0
+    # Which rollout of its group (the slot) the trace belongs to; None: in list order.
+    rollout: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Verifiers judged the trace failed. A trace that recovered under retries keeps its
+        errors and is not failed; a worker of protocol 2.0 sends no verdict, and there a
+        recorded error was the verdict (Verifiers 0.2's ``has_error``)."""
+        if self.ok is not None:
+            return not self.ok
+        return self.error is not None
+
+    @property
+    def episode_failed(self) -> bool:
+        """Verifiers judged the trace's episode not ok (a failed seat, hook or deadline)."""
+        return self.episode_error is not None
+
+    @property
+    def rollout_failed(self) -> bool:
+        """The rollout cannot be trained: its trace or its episode failed."""
+        return self.failed or self.episode_failed
+
+
+# -- trace -> record (episode side) ---------------------------------------------------------------
+
+
+def task_label(data: Any) -> Any:
+    """``label`` of the task data, else ``answer``, else None; numbers become strings."""
+    label = getattr(data, "label", None)
+    if label is None:
+        label = getattr(data, "answer", None)
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        return str(label)
+    return label
+
+
+def serialize_prompt(prompt: Any) -> str | list[Any]:
+    if prompt is None:
+        return ""
+    if isinstance(prompt, (list, tuple)):
+        return [
+            m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump") else m
+            for m in prompt
+        ]
+    return prompt
+
+
+def _branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
+    return BranchRecord(
+        index=branch.index,
+        token_ids=list(branch.token_ids),
+        logprobs=[float(x) for x in branch.logprobs],
+        num_turns=branch.num_turns,
+        nodes=[
+            NodeRecord(
+                mask=[bool(m) for m in n.mask],
+                logprobs=[float(x) for x in n.logprobs],
+                node_id=node_ids.get(id(n)),
+            )
+            for n in branch.nodes
+        ],
+        trainable=bool(getattr(branch, "trainable", True)),
+    )
+
+
+def _node_ids(trace: Any) -> dict[int, int]:
+    # A branch holds the very node objects of the trace's graph: their position there is the id.
+    return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
+
+
+def task_record(task: Any) -> TaskRecord:
+    """The record of a Verifiers task (its type, index, serialised prompt and label)."""
+    data = task.data
+    return TaskRecord(
+        type=str(getattr(task, "type", "")),
+        idx=getattr(data, "idx", None),
+        prompt=serialize_prompt(getattr(data, "prompt", None)),
+        label=task_label(data),
+    )
+
+
+def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
+    """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
+    error = trace.error
+    found = recorded_error_class(error) if error is not None else None
+    usage = prefix_cache(trace.id) if prefix_cache is not None else None
+    node_ids = _node_ids(trace)
+    return TraceRecord(
+        id=trace.id,
+        task=task_record(trace.task),
+        branches=[_branch_record(b, node_ids) for b in trace.branches],
+        rewards={k: float(v) for k, v in trace.rewards.items()},
+        metrics={k: float(v) for k, v in trace.metrics.items()},
+        reward=float(trace.reward),
+        num_turns=int(trace.num_turns),
+        num_output_tokens=int(trace.num_output_tokens),
+        num_total_tokens=int(trace.num_total_tokens),
+        stop_condition=trace.stop_condition,
+        is_truncated=bool(trace.is_truncated),
+        last_reply=trace.last_reply,
+        error=(
+            ErrorRecord(type=error.type, message=error.message, traceback=error.traceback)
+            if error is not None
+            else None
+        ),
+        error_code=found.trace_code if found is not None else None,
+        prefix_cache=(
+            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
+            if usage is not None
+            else None
+        ),
+        # Verifiers 0.2's own verdict: it has no ok stamp and no retries.
+        ok=not trace.has_error,
+    )

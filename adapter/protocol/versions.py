@@ -1,0 +1,63 @@
+"""What each side runs: the trainer's and the workers' Python, Verifiers, Renderers and protocol.
+
+The episode side reports its versions twice: in the description construction asks for (the
+describe step runs the workers' interpreter) and in each worker's hello (:class:`Ready`).
+``miles-verifiers check`` prints both sides, construction logs them, ``miles-verifiers rollout``
+records them in its metrics file, and a worker whose hello differs from the description stops
+the call (:class:`WorkerVersionsError`): its episodes would not be the ones construction
+checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from miles_verifiers.errors import RolloutCallError
+
+# The order versions are shown in; anything else a side reports follows, sorted.
+SHOWN = ("python", "miles-verifiers", "verifiers", "renderers", "protocol")
+
+
+class WorkerVersionsError(RolloutCallError):
+    """An episode worker runs other versions than the interpreter construction described."""
+
+
+def trainer_versions() -> dict[str, str]:
+    """This process's versions, as a worker reports its own (a distribution that is not
+    installed is left out)."""
+    from miles_verifiers.episodes.describe import installed_versions
+
+    return installed_versions()
+
+
+def version_line(versions: Mapping[str, str]) -> str:
+    """``python 3.11.7, verifiers 0.4.0, renderers not installed, protocol 2.1``."""
+    names = [n for n in SHOWN if n in versions or n in ("verifiers", "renderers")]
+    names += sorted(n for n in versions if n not in SHOWN)
+    return ", ".join(f"{name} {versions.get(name, 'not installed')}" for name in names)
+
+
+def differences(expected: Mapping[str, str], reported: Mapping[str, str]) -> list[str]:
+    """The names whose version a worker reported otherwise than ``expected`` (a name the
+    description lacks is not compared: an older worker reports fewer)."""
+    return [name for name in expected if reported.get(name) != expected[name]]
+
+
+def check_worker_versions(
+    expected: Mapping[str, str], reported: Mapping[str, str], worker: str
+) -> None:
+    """Raise :class:`WorkerVersionsError` naming both sides when ``reported`` differs."""
+    differing = differences(expected, reported)
+    if not differing:
+        return
+    what = ", ".join(
+        f"{name} {reported.get(name, 'not installed')} (described: {expected[name]})"
+        for name in differing
+    )
+    raise WorkerVersionsError(
+        f"{worker} runs {what}; construction described the taskset with "
+        f"{version_line(expected)}, and the worker runs {version_line(reported)}. Its episodes "
+        "would not be the ones construction checked. Fix: give every worker the same "
+        "environment (MILES_VERIFIERS_EPISODE_WORKER_PYTHON naming one virtualenv, present on "
+        "every node the workers run on) and leave it unchanged while the run lasts."
+    )

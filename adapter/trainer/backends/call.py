@@ -1,0 +1,184 @@
+"""The trainer side of one rollout call, whichever backend runs its episodes.
+
+:class:`WorkerCallScope` spawns the call's group tasks, runs groups (``run``) by handing them
+to its :class:`EpisodeBackend` (a :class:`~miles_verifiers.trainer.backends.pool.WorkerPool` of local
+processes or Ray actors, or :class:`~miles_verifiers.trainer.backends.in_process.InProcessEpisodes`),
+answers the prefix-cache lookups of conversion from the trace records the backend returned,
+and winds the call down.
+
+Winding down cancels the group tasks still waiting, tells every worker to end the call (each
+cancels its leftover episodes and aborts its own requests, rid by rid), and then, as a
+backstop whenever anything could still be running, posts an abort of the rid prefix of every
+worker that took part, a lost one included. (SGLang acts on an exact rid only when one
+tokenizer process serves it; a lost worker's requests also end when SGLang sees its
+connections close.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Self
+
+import httpx
+
+from miles_verifiers.episodes.v02.calls import (
+    CleanupLimits,
+    GroupRun,
+    describe_error,
+    warn_abort_failures,
+)
+from miles_verifiers.owned_tasks import OwnedTasks
+from miles_verifiers.protocol.messages import CallStart, GroupRequest
+from miles_verifiers.protocol.records import PrefixCacheRecord
+from miles_verifiers.trainer.backends.pool import (
+    RESTARTS_SETTING,
+    CallOnWorkers,
+    WorkerRestartLimitError,
+)
+
+logger = logging.getLogger(__name__)
+
+SamplingFor = Callable[[int], Sequence[dict[str, Any]]]
+
+
+class EpisodeBackend(Protocol):
+    """Where the groups of a call run; every backend answers with trace records.
+
+    A backend starts the call where it runs a group of it first (``call.start_message`` with
+    the rid prefix it chose), ends it on ``end_call`` and stops everything on ``close``.
+    """
+
+    async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
+        """The group's run; its traces are :class:`~miles_verifiers.protocol.records.TraceRecord`."""
+        ...
+
+    async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
+        """End the call wherever it started; returns the rid prefixes it could not end."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker now (any thread; bounded)."""
+        ...
+
+
+@dataclass
+class WorkerCallScope:
+    pool: EpisodeBackend
+    call_id: str
+    mode: str
+    transport: Any  # the trainer's own transport: model check and the backstop aborts
+    sampling_for: SamplingFor
+    deadline_s: float
+    engine_url: str
+    model: str
+    max_concurrency: int
+    limits: CleanupLimits = field(default_factory=CleanupLimits)
+    restarts: int = 0
+    prefixes: list[str] = field(default_factory=list)
+    _tasks: OwnedTasks = field(default_factory=OwnedTasks)
+    _usage: dict[str, PrefixCacheRecord] = field(default_factory=dict)
+    _needs_backstop: bool = False
+    _ended: bool = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.wind_down()
+        finally:
+            try:
+                await self.transport.close()
+            except Exception as error:
+                logger.debug("closing the SGLang transport failed: %r", error)
+
+    # -- what the pool asks of a call
+
+    def start_message(self, rid_prefix: str) -> CallStart:
+        self.prefixes.append(rid_prefix)
+        return CallStart(
+            call_id=self.call_id,
+            mode="train" if self.mode == "train" else "eval",
+            rid_prefix=rid_prefix,
+            engine_url=self.engine_url,
+            model=self.model,
+            max_concurrency=self.max_concurrency,
+        )
+
+    def count_restart(self, bound: int) -> None:
+        self.restarts += 1
+        if self.restarts > bound:
+            raise WorkerRestartLimitError(
+                f"episode workers were lost {self.restarts} times in one {self.mode} call, more "
+                f"than the {bound} restarts {RESTARTS_SETTING} allows. The workers' own output "
+                "(stderr) says why they died; a worker is also lost when a group gets no answer "
+                "within the episode deadline plus a margin. Fix the cause, or raise "
+                f"{RESTARTS_SETTING}."
+            )
+
+    def worker_lost(self, rid_prefix: str | None) -> None:
+        self._needs_backstop = True
+        if rid_prefix is not None:
+            # Its requests may still be running on the engines: abort them now, bounded.
+            self.spawn(self._abort([rid_prefix]), name=f"abort-{rid_prefix}")
+
+    # -- what training and evaluation ask of a call
+
+    def spawn(
+        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
+        return self._tasks.spawn(coroutine, name=name)
+
+    async def run(self, slot: int, task_index: int) -> GroupRun:
+        request = GroupRequest(
+            call_id=self.call_id,
+            slot=slot,
+            task_index=task_index,
+            sampling=list(self.sampling_for(slot)),
+            deadline_s=self.deadline_s,
+        )
+        run = await self.pool.run_group(self, request)
+        for trace in run.traces:
+            if trace.prefix_cache is not None:
+                self._usage[trace.id] = trace.prefix_cache
+        return run
+
+    def prefix_cache(self, trace_id: str) -> PrefixCacheRecord | None:
+        """The engine's prompt and cached-token counts for a trace (None: unknown)."""
+        return self._usage.get(trace_id)
+
+    async def wind_down(self) -> None:
+        """Cancel waiting groups, end the call on every worker, abort leftovers (bounded)."""
+        if self._ended:
+            return
+        self._ended = True
+        leftovers = self._tasks.cancel_running()
+        if leftovers:
+            self._needs_backstop = True
+            await asyncio.wait(leftovers, timeout=self.limits.grace_s)
+        end_timeout = self.limits.abort_s + self.limits.grace_s + self.limits.shutdown_s + 10.0
+        failed = await self.pool.end_call(self, end_timeout)
+        if failed:
+            self._needs_backstop = True
+        if self._needs_backstop and self.prefixes:
+            await self._abort(self.prefixes)
+
+    async def _abort(self, prefixes: Sequence[str]) -> None:
+        from miles_verifiers.engine.tls import default_tls_context
+        from miles_verifiers.engine.workers import abort_on_workers
+
+        timeout_s = self.limits.abort_s
+        try:
+            async with asyncio.timeout(timeout_s * 2):
+                urls = await self.transport.list_workers(timeout_s=timeout_s)
+                async with httpx.AsyncClient(verify=default_tls_context()) as client:
+                    report = await abort_on_workers(
+                        client, urls, [f"{p}-" for p in prefixes], timeout_s=timeout_s
+                    )
+        except Exception as error:
+            logger.warning("could not abort the workers' requests: %s", describe_error(error))
+            return
+        warn_abort_failures(report, "the workers' requests")

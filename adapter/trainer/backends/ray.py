@@ -1,0 +1,174 @@
+"""The Ray backend: each worker is a Ray actor around the same :class:`WorkerHandler`.
+
+Actors are placed by Ray's default scheduling, so with Miles' Ray cluster reachable (Ray is
+already initialised in the process, or ``RAY_ADDRESS`` names a cluster) they may land on
+other nodes; otherwise a local Ray instance is started. Ray is an optional extra
+(``pip install miles-verifiers[ray]``).
+
+An actor puts the directory of its interpreter first on ``PATH`` (see :mod:`.worker_path`).
+An actor is the child subreaper of what it starts. Stopping one (the rollout function closing,
+or the actor found hung) first asks it to shut down: it ends its calls, closing their
+environments, and ends whatever it started, within a bound; then it is killed. An actor that
+dies on its own gets no such chance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import threading
+from typing import Any
+
+from miles_verifiers.errors import SetupError
+from miles_verifiers.trainer.backends.link import WorkerLostError
+
+logger = logging.getLogger(__name__)
+
+BACKEND_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_BACKEND"
+# Groups one actor serves at once (Ray's async actors run this many calls concurrently).
+ACTOR_CONCURRENCY = 10_000
+_init_guard = threading.Lock()
+
+
+class RayNotInstalledError(SetupError, ImportError):
+    """The Ray backend was asked for, but Ray is not installed."""
+
+
+def require_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        raise RayNotInstalledError(
+            f"{BACKEND_SETTING}=ray asks for episode workers as Ray actors, but Ray is not "
+            "installed in this environment. Fix: pip install 'miles-verifiers[ray]', or set "
+            f"{BACKEND_SETTING}=local to run the workers as local processes."
+        )
+
+
+def _ensure_ray() -> Any:
+    import ray
+
+    with _init_guard:
+        if not ray.is_initialized():
+            # RAY_ADDRESS (if set) joins that cluster; otherwise a local instance starts.
+            ray.init(
+                address=os.environ.get("RAY_ADDRESS") or None,
+                ignore_reinit_error=True,
+                include_dashboard=False,
+                log_to_driver=True,
+            )
+    return ray
+
+
+class _EpisodeWorkerActor:
+    """The actor body: one handler, request bytes in, reply bytes out."""
+
+    def __init__(self, python: str | None = None) -> None:
+        import sys
+
+        from miles_verifiers.episodes.worker import WorkerHandler
+        from miles_verifiers.protocol.worker_path import path_with_bin_first
+        from miles_verifiers.trainer.backends import procs
+
+        # Its episodes run the programs of the interpreter it was started with (the workers'
+        # virtualenv, as the path was given; else the one Ray started it with).
+        os.environ["PATH"] = path_with_bin_first(python or sys.executable, os.environ.get("PATH"))
+        procs.become_child_subreaper()
+        self._handler = WorkerHandler()
+
+    async def handle(self, payload: bytes) -> bytes:
+        return await self._handler.handle_frame(payload)
+
+    async def shutdown(self) -> None:
+        """End every call (closing its environment), then what this actor started."""
+        from miles_verifiers.episodes.child import DESCENDANT_GRACE_S, EXIT_GRACE_S
+        from miles_verifiers.trainer.backends import procs
+
+        try:
+            async with asyncio.timeout(EXIT_GRACE_S):
+                await self._handler.close()
+        finally:
+            started = procs.descendants(os.getpid())
+            await asyncio.to_thread(procs.end, started, DESCENDANT_GRACE_S)
+
+    async def ping(self) -> bool:
+        return True
+
+
+class RayWorker:
+    """One actor; a Ray error or a missing answer marks it lost."""
+
+    def __init__(self, actor: Any, name: str) -> None:
+        self._actor = actor
+        self._name = name
+        self._lost: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._lost is None
+
+    @property
+    def description(self) -> str:
+        return f"episode worker actor {self._name}"
+
+    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
+        if self._lost is not None:
+            raise WorkerLostError(f"{self.description} is gone: {self._lost}")
+        import ray
+
+        ref = self._actor.handle.remote(payload)
+        try:
+            async with asyncio.timeout(timeout_s):
+                result: bytes = await ref
+                return result
+        except TimeoutError as error:
+            raise WorkerLostError(
+                f"{self.description} did not answer within {timeout_s:g} s"
+            ) from error
+        except ray.exceptions.RayActorError as error:
+            self._lost = f"the actor died ({type(error).__name__})"
+            raise WorkerLostError(f"{self.description} was lost: {self._lost}") from error
+        except asyncio.CancelledError:
+            ray.cancel(ref)
+            raise
+
+    def kill(self) -> None:
+        """Ask the actor to shut down (bounded), then kill it; blocking, any thread."""
+        self._lost = self._lost or "it was stopped"
+        try:
+            import ray
+
+            if ray.is_initialized():
+                try:
+                    ray.get(self._actor.shutdown.remote(), timeout=_shutdown_bound_s())
+                finally:
+                    ray.kill(self._actor, no_restart=True)
+        except Exception as error:  # stopping must not raise at close or exit
+            logger.debug("stopping %s failed: %r", self.description, error)
+
+    async def stop(self) -> None:
+        """:meth:`kill` without blocking the event loop."""
+        await asyncio.to_thread(self.kill)
+
+
+def _shutdown_bound_s() -> float:
+    from miles_verifiers.episodes.child import STOP_BOUND_S
+
+    return STOP_BOUND_S
+
+
+async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:
+    """Start an actor; with ``python``, in that interpreter (Ray's ``py_executable``)."""
+    ray = await asyncio.to_thread(_ensure_ray)
+    actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
+    if python is not None:
+        actor_class = actor_class.options(runtime_env={"py_executable": python})
+    # Ray's default scheduling and resources: an actor needs a CPU to be placed but holds none
+    # while it runs, so the actors of several rollout functions never wait on each other.
+    actor = actor_class.remote(python)
+    try:
+        await asyncio.wait_for(actor.ping.remote(), 300.0)
+    except Exception as error:
+        ray.kill(actor, no_restart=True)
+        raise WorkerLostError(f"episode worker actor {name} did not start: {error!r}") from error
+    return RayWorker(actor, name)

@@ -1,0 +1,377 @@
+"""Every check the rollout function's construction makes, as one ordered table of stages.
+
+Each :class:`Stage` reads named inputs (``args``, ``environ``, ...) and the products of earlier
+stages, and returns the problems it found plus products of its own. The table is run two ways:
+
+- :func:`build`, by the constructor: stage after stage, raising the first failing stage's
+  error, so the first thing to fix is the first thing reported;
+- :func:`survey`, by ``miles-verifiers check``: every stage whose inputs exist, so that
+  independent problems (an option, a hook path, the config file) are all reported at once.
+
+The order: installed versions, Miles options (one validated model, the engine's limits and
+the tokenizer included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file,
+the taskset, ``@group_reward`` sample counts, a Verifiers 0.4 environment's seats and runtimes
+(:mod:`miles_verifiers.trainer.seats`), and the sampling seeds the run will send.
+Verifiers is imported lazily by the config stages, so a wrong verifiers version is reported by
+the first stage instead of surfacing as an import error.
+
+What needs the taskset loaded comes from the episode side's :class:`Description`: in-process
+the taskset is loaded here and described; when the episodes run in workers (``episode_python``
+names their interpreter) a process of that interpreter describes it, and this side never
+imports Verifiers or Renderers (nor checks their versions: the workers' own are what count).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from miles_verifiers.engine.routers import RouterKind
+from miles_verifiers.episodes.v02.config import (
+    ConfigError,
+    check_group_reward_sample_counts,
+    config_path_from_env,
+    load_env_config,
+    load_taskset,
+    read_config_file,
+)
+from miles_verifiers.errors import SetupError
+from miles_verifiers.trainer.engine_settings import (
+    build_transport_settings,
+    router_drop_warning,
+    sampling_config_values,
+)
+from miles_verifiers.trainer.hooks import HookError, load_hooks
+from miles_verifiers.trainer.options import (
+    FLAGS,
+    MAX_SAMPLING_SEED,
+    InvalidOptionsError,
+    MilesOptions,
+    OptionProblem,
+    options_error,
+    read_options,
+)
+from miles_verifiers.trainer.scheduling import default_dispatch_budget
+from miles_verifiers.trainer.seats import SeatSetupError, seat_problems
+from miles_verifiers.versions import (
+    SUPPORTED_VERSIONS,
+    UnsupportedVersionError,
+    check_versions,
+    installed_versions,
+)
+
+Products = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage found: its products, or the problems (one line each) and the error the
+    constructor raises for them."""
+
+    products: Mapping[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def _failed(error: BaseException, lines: Sequence[str] | None = None) -> StageResult:
+    return StageResult(problems=tuple(lines) if lines is not None else (str(error),), error=error)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    needs: tuple[str, ...]
+    run: Callable[[Products], StageResult]
+    # When it fails nothing below can be trusted, so a survey stops there too.
+    halts: bool = False
+
+
+# -- the stages --------------------------------------------------------------------------------
+
+
+def _versions(given: Products) -> StageResult:
+    if given["episode_python"] is not None:
+        return StageResult({"versions": {}})  # the workers report theirs
+    rules = SUPPORTED_VERSIONS
+    installed = installed_versions([r.distribution for r in rules], given["version_of"])
+    problems = check_versions(installed, rules)
+    if problems:
+        return _failed(UnsupportedVersionError(problems), [p.describe() for p in problems])
+    versions = {name: found for name, found in installed.items() if found is not None}
+    return StageResult({"versions": versions})
+
+
+def _options(given: Products) -> StageResult:
+    # Even invalid options leave a view (offending options at Miles' defaults): later stages
+    # that read only well-formed parts of it (the hook paths) still report their own problems.
+    view, problems = read_options(given["args"])
+    products = {} if view is None else {"options_view": view}
+    if problems or view is None:
+        return StageResult(products, tuple(p.describe() for p in problems), options_error(problems))
+    return StageResult(
+        {**products, "options": view, "model": view.hf_checkpoint or view.tokenizer_source}
+    )
+
+
+def _hooks(given: Products) -> StageResult:
+    try:
+        hooks = load_hooks(given["options_view"], use_miles=given["use_miles"])
+    except HookError as error:
+        return _failed(error)
+    return StageResult({"hooks": hooks})
+
+
+def _transport(given: Products) -> StageResult:
+    # The options stage validated every value these settings take from Miles' flags.
+    options: MilesOptions = given["options"]
+    templates = {
+        mode: build_transport_settings(options, mode, given["args"], given["model"])
+        for mode in ("train", "eval")
+    }
+    return StageResult({"transport": templates, "warnings": router_warnings(options)})
+
+
+def router_warnings(options: MilesOptions) -> tuple[str, ...]:
+    """Sampling keys the router drops: the run goes on, and the constructor and
+    ``miles-verifiers check`` both warn with these lines."""
+    router = RouterKind.for_miles(options.use_miles_router)
+    modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
+    found = (
+        router_drop_warning(sampling_config_values(sampling), router, mode)
+        for mode, sampling in modes
+    )
+    return tuple(warning for warning in found if warning is not None)
+
+
+def _config(given: Products) -> StageResult:
+    try:
+        path = config_path_from_env(given["environ"])
+        if given["episode_python"] is not None:
+            read_config_file(path)  # readable TOML; the episode side validates the rest
+            return StageResult({"config_path": path, "config": None})
+        config = load_env_config(path)
+    except ConfigError as error:
+        return _failed(error)
+    return StageResult({"config_path": path, "config": config})
+
+
+def _renderer_spec(given: Products) -> Any:
+    """The renderer pool's spec without its identity (found where Renderers is installed)."""
+    from miles_verifiers.protocol.messages import RendererSpecModel
+
+    options: MilesOptions = given["options_view"]
+    if not options.tokenizer_source:
+        return None  # the options stage reports it; the taskset is described without a renderer
+    return RendererSpecModel(
+        tokenizer_source=options.tokenizer_source,
+        identity=None,
+        chat_template_kwargs_json=json.dumps(
+            dict(options.train.chat_template_kwargs or {}), sort_keys=True
+        ),
+        pool_size=given["renderer_pool_size"],
+    )
+
+
+def _taskset(given: Products) -> StageResult:
+    """Describe the taskset on the episode side; also the renderer spec, now with its identity."""
+    python = given["episode_python"]
+    options: MilesOptions | None = given.get("options_view")
+    renderer = _renderer_spec(given) if options is not None else None
+    try:
+        if python is None:
+            from miles_verifiers.episodes.describe import describe_loaded
+            from miles_verifiers.episodes.v02.clients import identify_renderer
+
+            loaded = load_taskset(given["config"])
+            identity = (
+                identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path)
+                if options is not None
+                else None
+            )
+            described = describe_loaded(given["config"], loaded, identity, vocab_size=None)
+            products: dict[str, Any] = {"taskset": loaded, "description": described}
+        elif options is None:
+            return StageResult()  # the options stage reports why there are none
+        else:
+            from miles_verifiers.protocol.messages import DescribeRequest
+            from miles_verifiers.trainer.backends.setup import describe_elsewhere
+
+            path = given["config_path"]
+            request = DescribeRequest(
+                config_path=str(path),
+                config_text=path.read_text(encoding="utf-8"),
+                renderer=renderer,
+                hf_checkpoint=options.hf_checkpoint,
+                tokenizer_path=options.sglang_tokenizer_path,
+            )
+            template = given.get("episode_template")
+            products = {"description": describe_elsewhere(python, request, template)}
+    except SetupError as error:
+        return _failed(error)
+    if renderer is not None:
+        identity = products["description"].renderer_identity
+        products["renderer"] = renderer.model_copy(update={"identity": identity})
+    return StageResult(products)
+
+
+def _group_reward(given: Products) -> StageResult:
+    try:
+        check_group_reward_sample_counts(given["description"].has_group_reward, given["options"])
+    except ConfigError as error:
+        return _failed(error)
+    return StageResult()
+
+
+def _seats(given: Products) -> StageResult:
+    problems = seat_problems(given["description"], given["options"])
+    if not problems:
+        return StageResult()
+    return _failed(SeatSetupError(problems), [p.describe() for p in problems])
+
+
+def highest_sampling_seeds(
+    options: MilesOptions, num_tasks: int, dispatch_budget_factor: int
+) -> dict[str, int]:
+    """The largest sampling seed each mode can send, by mode ("train" needs --num-rollout).
+
+    A rollout's seed is ``--rollout-seed + slot * samples + k``: for evaluation the slot is a
+    task's position, for training its offset in the task stream, which grows by at most the
+    dispatch budget per training call.
+    """
+    seed = options.rollout_seed
+    highest: dict[str, int] = {}
+    if options.eval_enabled:
+        highest["eval"] = seed + num_tasks * options.n_samples_per_eval_prompt - 1
+    if options.train_enabled and options.num_rollout is not None:
+        first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
+        offsets = options.num_rollout * default_dispatch_budget(first_batch, dispatch_budget_factor)
+        highest["train"] = seed + offsets * options.n_samples_per_prompt - 1
+    return highest
+
+
+def _seeds(given: Products) -> StageResult:
+    options: MilesOptions = given["options"]
+    if not options.deterministic_inference:
+        return StageResult()  # seeds are sent only under deterministic inference
+    highest = highest_sampling_seeds(
+        options, len(given["description"].tasks), given["dispatch_budget_factor"]
+    )
+    over = {mode: value for mode, value in highest.items() if value > MAX_SAMPLING_SEED}
+    if not over:
+        return StageResult()
+    headroom = max(value - options.rollout_seed for value in over.values())
+    problem = OptionProblem(
+        FLAGS["rollout_seed"],
+        "invalid",
+        f"is {options.rollout_seed}; the per-rollout sampling seeds derived from it reach "
+        + ", ".join(f"{value} in {mode}" for mode, value in over.items())
+        + f", beyond {MAX_SAMPLING_SEED}, the largest seed the SGLang router accepts.",
+        f"pass {FLAGS['rollout_seed']} at most {MAX_SAMPLING_SEED - headroom}.",
+    )
+    return _failed(InvalidOptionsError([problem]), [problem.describe()])
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("versions", ("version_of", "episode_python"), _versions, halts=True),
+    Stage("options", ("args",), _options),
+    Stage("hooks", ("options_view", "use_miles"), _hooks),
+    Stage("transport", ("options", "args"), _transport),
+    Stage("config", ("environ", "episode_python"), _config),
+    Stage("taskset", ("config", "renderer_pool_size"), _taskset),
+    Stage("group reward", ("description", "options"), _group_reward),
+    Stage("seats", ("description", "options"), _seats),
+    Stage("seeds", ("description", "options", "dispatch_budget_factor"), _seeds),
+)
+
+
+def stages_named(*names: str) -> tuple[Stage, ...]:
+    """The stages of :data:`STAGES` with these names, in table order."""
+    unknown = set(names) - {stage.name for stage in STAGES}
+    if unknown:
+        raise ValueError(f"no construction stage named {sorted(unknown)}")
+    return tuple(stage for stage in STAGES if stage.name in names)
+
+
+def inputs(
+    args: Any,
+    *,
+    environ: Mapping[str, str] | None = None,
+    use_miles: bool,
+    dispatch_budget_factor: int,
+    version_of: Callable[[str], str] = importlib.metadata.version,
+    episode_python: str | None = None,
+    episode_template: Any = None,
+    renderer_pool_size: int = 2,
+) -> dict[str, Any]:
+    """The named inputs the table reads (``environ`` None means ``os.environ``;
+    ``episode_python`` None means the episodes run in this process; ``episode_template``, the
+    workers' template, forks the describe step, else a template of its own does)."""
+    return {
+        "args": args,
+        "environ": environ,
+        "use_miles": use_miles,
+        "dispatch_budget_factor": dispatch_budget_factor,
+        "version_of": version_of,
+        "episode_python": episode_python,
+        "episode_template": episode_template,
+        "renderer_pool_size": renderer_pool_size,
+    }
+
+
+# -- running the table ---------------------------------------------------------------------------
+
+
+def build(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> dict[str, Any]:
+    """Run ``stages`` in order and return every product; raise the first failing stage's error."""
+    products = dict(given)
+    for stage in stages:
+        missing = [name for name in stage.needs if name not in products]
+        if missing:  # a table bug, not a user error: every stage before it passed
+            raise RuntimeError(f"construction stage {stage.name!r} lacks {missing}")
+        result = stage.run(products)
+        if result.error is not None:
+            raise result.error
+        products.update(result.products)
+    return products
+
+
+@dataclass(frozen=True)
+class StageReport:
+    stage: str
+    problem: str
+    error: BaseException | None
+
+
+@dataclass(frozen=True)
+class Survey:
+    problems: tuple[StageReport, ...]
+    products: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey:
+    """Run every stage whose inputs exist and collect all their problems, in table order."""
+    products = dict(given)
+    found: list[StageReport] = []
+    for stage in stages:
+        if any(name not in products for name in stage.needs):
+            continue  # an earlier stage failed to produce what this one reads
+        try:
+            result = stage.run(products)
+        except Exception as error:
+            result = _failed(error, [f"{type(error).__name__}: {error}"])
+        found += [StageReport(stage.name, line, result.error) for line in result.problems]
+        products.update(result.products)
+        if result.failed and stage.halts:
+            break
+    return Survey(tuple(found), products)

@@ -1,0 +1,281 @@
+"""Miles' own hooks around a rollout: reward models, filters, post-processing, logprob recompute.
+
+What each Miles flag plugs in, and when the rollout function calls it (as Miles' built-in
+rollout and the upstream adapter do):
+
+``--custom-rm-path`` / ``--rm-type`` / ``--group-rm``
+    A Miles reward model replaces the Verifiers reward of every sample of a finished group
+    (the Verifiers rewards stay in ``metadata["verifiers"]["rewards"]``), before the dynamic
+    filter sees the group. ``--group-rm`` scores a whole group in one call (training only).
+``--dynamic-sampling-filter-path``
+    ``fn(args, samples)`` per finished group (flattened); a drop is replaced by the next task.
+``--rollout-sample-filter-path``
+    ``fn(args, groups)`` on the groups a training call returns (it may set ``remove_sample``).
+``--rollout-all-samples-process-path``
+    ``fn(args, groups, data_source)`` on every group the call consumed (returned or dropped).
+``--recompute-logprobs-via-prefill``
+    Miles' prefill helper re-scores the returned samples on the engine (Miles only).
+
+Hooks are loaded at construction, so a wrong path fails before anything runs. Paths are
+``module.attr`` (Miles' convention, resolved by Miles' own ``load_function`` when Miles is
+installed) or ``module:attr``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from miles_verifiers.errors import RolloutCallError, SetupError
+
+MILES_LOAD_FUNCTION = ("miles.utils.misc", "load_function")
+MILES_RM_HUB = "miles.rollout.rm_hub"
+MILES_PREFILL = (
+    "miles.rollout.generate_utils.prefill_logprobs",
+    "recompute_samples_rollout_logprobs_via_prefill",
+)
+MILES_DUMPER = ("miles.utils.dumper_utils", "configure_sglang")
+
+
+class HookError(SetupError, ValueError):
+    """A Miles hook flag that cannot be used; ``flag`` names it."""
+
+    def __init__(self, flag: str, message: str, fix: str) -> None:
+        self.flag = flag
+        super().__init__(f"{flag} {message} Fix: {fix}")
+
+
+class RewardModelError(RolloutCallError, ValueError):
+    """A Miles reward model returned something that cannot be a sample's reward."""
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def _import_attribute(path: str) -> Any:
+    if ":" in path:
+        module_name, _, attribute = path.partition(":")
+    else:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        raise ValueError(f"{path!r} is not a 'module.attribute' or 'module:attribute' path")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _miles_attribute(module_name: str, attribute: str) -> Any | None:
+    """An attribute of an installed Miles module, or None when it cannot be imported."""
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError):
+        return None
+
+
+def load_hook(path: str, flag: str, *, use_miles: bool) -> Callable[..., Any]:
+    """The callable behind a hook flag's value; raises :class:`HookError` naming ``flag``."""
+    loader = _miles_attribute(*MILES_LOAD_FUNCTION) if use_miles and ":" not in path else None
+    try:
+        hook = loader(path) if loader is not None else _import_attribute(path)
+    except Exception as error:  # any import-time failure of user code
+        raise HookError(
+            flag,
+            f"{path!r} cannot be loaded ({type(error).__name__}: {error}).",
+            "give an importable 'package.module.function' path (the module must be importable "
+            "where the rollout manager runs).",
+        ) from error
+    if not callable(hook):
+        raise HookError(
+            flag, f"{path!r} is a {type(hook).__name__}, not a function.", "point it at a function."
+        )
+    return hook
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+# -- reward models ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewardModel:
+    """Applies Miles' reward model to the samples of one group, in place."""
+
+    per_sample: Callable[[Any, Any], Awaitable[Any]] | None
+    per_group: Callable[[Any, list[Any]], Awaitable[Any]] | None
+    reward_key: str | None
+    eval_reward_key: str | None
+    flag: str = "--custom-rm-path"
+    """The flag(s) that configured it, for messages."""
+
+    async def apply(self, args: Any, samples: Sequence[Any], *, evaluation: bool) -> None:
+        if not samples:
+            return
+        samples = list(samples)
+        if self.per_group is not None and not evaluation:
+            rewards = await self.per_group(args, samples)
+        elif self.per_sample is not None:
+            rewards = await asyncio.gather(*(self.per_sample(args, s) for s in samples))
+        else:
+            raise RewardModelError(
+                "--group-rm scores whole training groups only, and no per-sample reward model "
+                "is configured for evaluation. Fix: drop --group-rm for runs that evaluate, or "
+                "give a per-sample --custom-rm-path/--rm-type."
+            )
+        rewards = list(rewards) if rewards is not None else []
+        if len(rewards) != len(samples):
+            raise RewardModelError(
+                f"the Miles reward model returned {len(rewards)} reward(s) for {len(samples)} "
+                "sample(s). Fix: return one reward per sample, in order."
+            )
+        key = self.eval_reward_key if evaluation else self.reward_key
+        # Evaluation reads --eval-reward-key (Miles copies --reward-key into it when unset), so
+        # that is the flag to name there.
+        flag = "--eval-reward-key" if evaluation else "--reward-key"
+        # Every reward is checked before any is set, so a bad one leaves the samples as they were.
+        for reward in rewards:
+            if not key and isinstance(reward, Mapping):
+                # Miles would take the whole dict as the reward value and fail on it later.
+                raise RewardModelError(
+                    f"the Miles reward model returned a dict ({reward!r}), but {flag} is unset, "
+                    f"so there is no value to use. Fix: set {flag} to the key holding the "
+                    "reward value, or return a number."
+                )
+            if key and not (isinstance(reward, Mapping) and key in reward):
+                raise RewardModelError(
+                    f"{flag} is {key!r}, but the Miles reward model returned {reward!r}; Miles reads "
+                    "the reward value as reward[key]. Fix: return a dict holding that key, or "
+                    f"unset {flag} for a scalar reward model."
+                )
+        for sample, reward in zip(samples, rewards, strict=True):
+            sample.reward = reward
+
+
+def _custom_per_sample(fn: Callable[..., Any]) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def score(args: Any, sample: Any) -> Any:
+        return await _maybe_await(fn(args, sample))
+
+    return score
+
+
+def _custom_per_group(fn: Callable[..., Any]) -> Callable[[Any, list[Any]], Awaitable[Any]]:
+    async def score(args: Any, samples: list[Any]) -> Any:
+        return await _maybe_await(fn(args, samples))
+
+    return score
+
+
+def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
+    """The Miles reward model the options ask for, or None to keep the Verifiers rewards."""
+    # --group-rm without a reward model is refused with the options already.
+    if not options.uses_miles_reward_model:
+        return None
+    flag = "--custom-rm-path" if options.custom_rm_path else "--rm-type"
+    if options.group_rm:
+        flag += " with --group-rm"
+    if use_miles:
+        rm_hub = importlib.import_module(MILES_RM_HUB)
+        per_sample = rm_hub.async_rm
+
+        async def per_group(args: Any, samples: list[Any]) -> Any:
+            return await rm_hub.batched_async_rm(args, samples)
+
+        # A --group-rm model has the batch signature, so it is never called per sample.
+        return RewardModel(
+            None if options.group_rm else per_sample,
+            per_group if options.group_rm else None,
+            options.train.reward_key,
+            options.eval.reward_key,
+            flag,
+        )
+    if options.rm_type and options.custom_rm_path is None:
+        raise HookError(
+            "--rm-type",
+            f"is {options.rm_type!r}, but the rule-based reward models live in Miles' rm_hub, "
+            "which is not installed here.",
+            "run inside Miles, or score with --custom-rm-path module.function instead.",
+        )
+    fn = load_hook(options.custom_rm_path, "--custom-rm-path", use_miles=False)
+    if options.group_rm:
+        return RewardModel(
+            None, _custom_per_group(fn), options.train.reward_key, options.eval.reward_key, flag
+        )
+    return RewardModel(
+        _custom_per_sample(fn), None, options.train.reward_key, options.eval.reward_key, flag
+    )
+
+
+# -- the set of hooks ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MilesHooks:
+    """Every Miles hook a run uses (None where not configured)."""
+
+    dynamic_filter: Callable[..., Any] | None = None
+    sample_filter: Callable[..., Any] | None = None
+    all_samples_process: Callable[..., Any] | None = None
+    reward_model: RewardModel | None = None
+    prefill_recompute: Callable[..., Any] | None = None
+    dumper: Callable[..., Any] | None = None
+
+    async def configure_engine_dumper(self, args: Any) -> None:
+        if self.dumper is not None:
+            await _maybe_await(self.dumper(args))
+
+    async def recompute_logprobs(
+        self, args: Any, samples: list[Any], *, url: str, sampling_params: Mapping[str, Any]
+    ) -> None:
+        if self.prefill_recompute is not None and samples:
+            await _maybe_await(
+                self.prefill_recompute(
+                    args, samples, url=url, sampling_params=dict(sampling_params)
+                )
+            )
+
+    def process_all_samples(self, args: Any, groups: list[list[Any]], data_source: Any) -> None:
+        if self.all_samples_process is not None:
+            self.all_samples_process(args, groups, data_source)
+
+    def filter_samples(self, args: Any, groups: list[list[Any]]) -> None:
+        if self.sample_filter is not None:
+            self.sample_filter(args, groups)
+
+
+def load_hooks(options: Any, *, use_miles: bool) -> MilesHooks:
+    """Load every configured hook now; raises :class:`HookError` naming the first bad flag.
+
+    ``use_miles`` says whether Miles is importable (and its contract in use): its loader,
+    reward models and prefill helper are used then; without Miles, ``--rm-type`` and
+    ``--recompute-logprobs-via-prefill`` cannot run and are refused here.
+    """
+
+    def optional(path: str | None, flag: str) -> Callable[..., Any] | None:
+        return None if path is None else load_hook(path, flag, use_miles=use_miles)
+
+    prefill = None
+    if options.recompute_logprobs_via_prefill:
+        prefill = _miles_attribute(*MILES_PREFILL) if use_miles else None
+        if prefill is None:
+            raise HookError(
+                "--recompute-logprobs-via-prefill",
+                "is set, but Miles' prefill helper "
+                f"({MILES_PREFILL[0]}.{MILES_PREFILL[1]}) cannot be imported here.",
+                "run inside a Miles installation that provides it, or drop the flag (the "
+                "transport already returns the engine's own sampling logprobs).",
+            )
+    return MilesHooks(
+        dynamic_filter=optional(
+            options.dynamic_sampling_filter_path, "--dynamic-sampling-filter-path"
+        ),
+        sample_filter=optional(options.rollout_sample_filter_path, "--rollout-sample-filter-path"),
+        all_samples_process=optional(
+            options.rollout_all_samples_process_path, "--rollout-all-samples-process-path"
+        ),
+        reward_model=load_reward_model(options, use_miles=use_miles),
+        prefill_recompute=prefill,
+        dumper=_miles_attribute(*MILES_DUMPER) if use_miles else None,
+    )

@@ -1,0 +1,624 @@
+"""The Miles rollout function: :class:`VerifiersRolloutFn` and the legacy :func:`generate_rollout`.
+
+Miles builds the function from ``RolloutFnConstructorInput(args, data_source)`` and then calls
+it once per rollout id with a train input, and now and then with an eval input, from a worker
+thread whose coroutines all run on one persistent event loop. One instance serves both.
+
+Construction checks everything before any episode can run, with the ordered stages of
+:mod:`miles_verifiers.trainer.construction` (installed versions, Miles options, the model identity, the
+hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
+sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
+nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
+read from ``args`` at call time).
+
+Each call runs in its own :class:`~miles_verifiers.trainer.backends.call.WorkerCallScope` (its own
+rid prefix; wherever its episodes run, its own Verifiers environment and transport there), so a
+training call and an evaluation call may overlap on one instance without touching each other's
+state or requests. The episodes run on one backend, assembled the same way whichever it is:
+this process (:mod:`miles_verifiers.trainer.backends.in_process`) or episode workers (local processes
+or Ray actors, :mod:`miles_verifiers.trainer.backends.pool`); every backend hands back trace records.
+Training calls are serialized: each continues the task stream where the previous one stopped.
+
+Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
+environment variables, or the ``settings=`` argument).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import math
+import os
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from miles_verifiers.cli.loop import BackgroundLoop
+from miles_verifiers.episodes.v02.calls import CleanupLimits, new_rid_prefix, rollout_seeds
+from miles_verifiers.errors import SetupError
+from miles_verifiers.protocol.messages import Description, RendererSpecModel, WorkerSetup
+from miles_verifiers.trainer import construction
+from miles_verifiers.trainer.backends.call import EpisodeBackend, WorkerCallScope
+from miles_verifiers.trainer.contract.compat import Contract, contract, sample_field_names
+from miles_verifiers.trainer.conversion import BranchPolicy
+from miles_verifiers.trainer.engine_settings import engine_url_from_args, sampling_config_values
+from miles_verifiers.trainer.evaluation import EvalSetup, evaluate
+from miles_verifiers.trainer.hooks import MilesHooks
+from miles_verifiers.trainer.options import MilesOptions
+from miles_verifiers.trainer.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers.trainer.state_dir import claim as claim_state_dir
+from miles_verifiers.trainer.training import TaskStream, TrainSetup, train_rollout
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "MILES_VERIFIERS_"
+
+
+# -- settings that are not Miles flags -------------------------------------------------------------
+
+
+class SettingsError(SetupError, ValueError):
+    """A ``MILES_VERIFIERS_*`` environment variable has a value the adapter cannot use."""
+
+
+class AdapterSettings(BaseSettings):
+    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
+
+    Keyword arguments win over the environment; an empty variable counts as unset. Durations
+    must be finite: an endless wait would never end, or fail deep inside asyncio instead of here.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
+    )
+
+    renderer_pool_size: int = Field(2, ge=1, le=64)
+    """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
+    episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
+    """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
+    dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
+    """A training call dispatches at most this many times its first batch of groups."""
+    eval_groups_in_flight: int = Field(64, ge=1)
+    """Evaluation tasks whose episodes run at the same time."""
+    abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Time allowed for aborting a call's leftover requests on the engines."""
+    cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Time cancelled episodes get to stop before they are left behind."""
+    shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
+    """Time the environment's servers get to shut down at the end of a call."""
+    handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
+    """Time the interception servers wait for leftover request handlers at the end of a call."""
+    episode_workers: int = Field(1, ge=1, le=256)
+    """Processes that run episodes; 1 runs them in this process (no worker at all)."""
+    episode_worker_backend: Literal["local", "ray"] = "local"
+    """Where workers run when there is more than one: child processes, or Ray actors."""
+    episode_worker_restarts: int = Field(8, ge=0, le=1000)
+    """Lost workers one call may restart before it fails (their groups are replaced)."""
+    episode_worker_python: str | None = None
+    """The Python of another virtualenv to run the workers in (Verifiers of its own); setting it
+    runs the episodes in workers even with ``episode_workers`` 1."""
+    branch_policy: Literal["siblings", "reject"] | None = None
+    """What a multi-branch trace becomes: ``siblings`` (one sample per trainable branch, one
+    rollout_id) or ``reject`` (an error). Unset: ``siblings`` where Miles' Sample has a
+    ``rollout_id``, else ``reject``."""
+
+    @field_validator("episode_worker_python")
+    @classmethod
+    def _runnable(cls, value: str | None) -> str | None:
+        if value is not None and not (os.path.isfile(value) and os.access(value, os.X_OK)):
+            raise ValueError(
+                f"{value!r} is not an executable file; name the python of the virtualenv the "
+                "episodes run in (e.g. /opt/episodes-venv/bin/python)"
+            )
+        return value
+
+    @property
+    def episode_python(self) -> str | None:
+        """The interpreter the workers run in, or None when the episodes run in this process."""
+        if self.episode_workers == 1 and self.episode_worker_python is None:
+            return None
+        return self.episode_worker_python or sys.executable
+
+    def resolved_branch_policy(self, sample_cls: type) -> BranchPolicy:
+        """The branch policy in force with ``sample_cls`` (the Miles Sample in this process)."""
+        can_train_siblings = "rollout_id" in sample_field_names(sample_cls)
+        if self.branch_policy is None:
+            return BranchPolicy.SIBLINGS if can_train_siblings else BranchPolicy.REJECT
+        if self.branch_policy == "siblings" and not can_train_siblings:
+            raise SettingsError(
+                f"{ENV_PREFIX}BRANCH_POLICY is 'siblings', but this Miles' Sample has no "
+                "rollout_id field, so it cannot train the branches of one rollout as one. "
+                f"Fix: upgrade Miles, or set {ENV_PREFIX}BRANCH_POLICY=reject (or leave it unset)."
+            )
+        return BranchPolicy(self.branch_policy)
+
+    @classmethod
+    def from_environ(cls) -> AdapterSettings:
+        """The settings from ``MILES_VERIFIERS_*``; a bad value names its variable."""
+        try:
+            return cls()
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']}" for e in error.errors()
+            )
+            raise SettingsError(f"invalid miles-verifiers setting(s): {problems}.") from error
+
+    @property
+    def cleanup(self) -> CleanupLimits:
+        return CleanupLimits(
+            self.abort_timeout_s,
+            self.cleanup_grace_s,
+            self.shutdown_timeout_s,
+            self.handler_grace_s,
+        )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Everything built at construction."""
+
+    options: MilesOptions
+    contract: Contract
+    hooks: MilesHooks
+    model: str
+    config_path: Path
+    description: Description
+    renderer: RendererSpecModel
+    transport: Mapping[str, Any]  # mode -> TransportSettings template
+    # Builds the episode side in this process from its setup (None: workers run the episodes).
+    in_process: Callable[[WorkerSetup], Any] | None
+    # Forks the local workers; it already forked the describe step (None: in this process).
+    episode_template: Any
+    train: TrainSetup
+    eval: EvalSetup
+    settings: AdapterSettings
+
+
+def _in_process_builder(made: Mapping[str, Any]) -> tuple[Callable[[WorkerSetup], Any], Any]:
+    """The episode side's builder from what construction loaded, and its renderer pool (built
+    now: the tokenizer loads at construction, and its vocabulary bounds the engine answers)."""
+    from miles_verifiers.episodes.v02.clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers.episodes.worker import assemble
+
+    pool = shared_renderer_pool(RendererSpec(**made["renderer"].model_dump()))
+    config, loaded = made["config"], made["taskset"]
+    return (lambda setup: assemble(setup, config, loaded, pool)), pool
+
+
+def _build_run(args: Any, settings: AdapterSettings) -> _Run:
+    chosen = contract()
+    branch_policy = settings.resolved_branch_policy(chosen.Sample)
+    logger.info(
+        "multi-branch traces: %s (%s)",
+        branch_policy.value,
+        "every trainable branch is a sample sharing its rollout's rollout_id"
+        if branch_policy is BranchPolicy.SIBLINGS
+        else "a trace with several branches is an error",
+    )
+    template = None
+    if settings.episode_python is not None:
+        from miles_verifiers.trainer.backends.local import WorkerTemplate
+
+        template = WorkerTemplate(settings.episode_worker_python)
+    given = construction.inputs(
+        args,
+        use_miles=chosen.source == "miles",
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+        episode_python=settings.episode_python,
+        episode_template=template,
+        renderer_pool_size=settings.renderer_pool_size,
+    )
+    try:
+        made = construction.build(given)  # every check, in order; raises at the first failure
+    except BaseException:
+        if template is not None:
+            template.close()
+        raise
+    for warning in made["warnings"]:
+        logger.warning("%s", warning)
+    options: MilesOptions = made["options"]
+    hooks: MilesHooks = made["hooks"]
+    description: Description = made["description"]
+    for note in getattr(description, "config_notes", None) or ():
+        logger.warning("%s", note)  # what loading the config set aside (vf-eval run keys)
+    _log_versions(description, settings)
+    in_process = None
+    # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
+    vocab_size = description.vocab_size
+    if settings.episode_python is None:
+        in_process, renderer_pool = _in_process_builder(made)
+        vocab_size = getattr(renderer_pool, "vocab_size", None)
+    transport = {
+        mode: template.model_copy(update={"vocab_size": vocab_size})
+        for mode, template in made["transport"].items()
+    }
+    tasks = list(description.tasks)
+    first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
+    train = TrainSetup(
+        tasks=tasks,
+        order=TaskOrder(len(tasks), options.rollout_seed, options.rollout_shuffle),
+        n_samples_per_prompt=options.n_samples_per_prompt,
+        rollout_batch_size=options.rollout_batch_size,
+        over_sampling_batch_size=options.over_sampling_batch_size,
+        max_dispatched=default_dispatch_budget(first_batch, settings.dispatch_budget_factor),
+        reward_key=options.train.reward_key,
+        episode_deadline_s=settings.episode_timeout_s,
+        hooks=hooks,
+        sample_cls=chosen.Sample,
+        call_dynamic_filter=chosen.call_dynamic_filter,
+        branch_policy=branch_policy,
+    )
+    evaluation = EvalSetup(
+        tasks=tasks,
+        n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
+        reward_key=options.eval.reward_key,
+        episode_deadline_s=settings.episode_timeout_s,
+        max_groups_in_flight=settings.eval_groups_in_flight,
+        env_id=description.env_id,
+        hooks=hooks,
+        sample_cls=chosen.Sample,
+        branch_policy=branch_policy,
+    )
+    return _Run(
+        options,
+        chosen,
+        hooks,
+        made["model"],
+        made["config_path"],
+        description,
+        made["renderer"],
+        transport,
+        in_process,
+        template,
+        train,
+        evaluation,
+        settings,
+    )
+
+
+def run_versions(description: Description, settings: AdapterSettings) -> dict[str, Any]:
+    """What each side runs: ``trainer`` (this process), ``episodes`` (this process's again, or
+    what the workers' interpreter reported when it described the taskset) and
+    ``episode_python``, the workers' interpreter (None: the episodes run in this process)."""
+    from miles_verifiers.protocol.versions import trainer_versions
+
+    trainer = trainer_versions()
+    python = settings.episode_python
+    episodes = trainer if python is None else dict(description.versions)
+    return {"trainer": trainer, "episodes": episodes, "episode_python": python}
+
+
+def _log_versions(description: Description, settings: AdapterSettings) -> None:
+    from miles_verifiers.protocol.versions import version_line
+
+    versions = run_versions(description, settings)
+    python = versions["episode_python"]
+    logger.info(
+        "versions: trainer %s; episodes (%s) %s",
+        version_line(versions["trainer"]),
+        "in this process" if python is None else f"workers of {python}",
+        version_line(versions["episodes"]),
+    )
+
+
+def _episode_backend(run: _Run) -> EpisodeBackend:
+    """Where the episodes run: this process, or a worker pool (no worker starts yet)."""
+    settings = run.settings
+    if settings.episode_worker_backend == "ray":
+        from miles_verifiers.trainer.backends.ray import require_ray
+
+        require_ray()
+    from miles_verifiers.trainer.backends.setup import build_pool, worker_setup
+
+    if run.in_process is not None:
+        from miles_verifiers.episodes.worker import Generation02, WorkerHandler
+        from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
+
+        # The trainer's own Verifiers, which the version gate allowed: 0.2.0.
+        built = run.in_process(worker_setup(run))
+        return InProcessEpisodes(WorkerHandler(Generation02(), built=built))
+    return build_pool(run, run.episode_template)
+
+
+class _LoopLock:
+    """An ``asyncio.Lock`` per event loop (Miles keeps one loop, tests may use several)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+
+    def get(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            for key, (owner, _) in list(self._locks.items()):
+                if owner.is_closed():
+                    del self._locks[key]
+            entry = self._locks.get(id(loop))
+            if entry is None or entry[0] is not loop:
+                entry = (loop, asyncio.Lock())
+                self._locks[id(loop)] = entry
+            return entry[1]
+
+
+# -- the rollout function ------------------------------------------------------------------------------
+
+
+class VerifiersRolloutFn:
+    """Miles' class-path rollout function for a Verifiers V1 taskset.
+
+    ``await fn(RolloutFnTrainInput(rollout_id=k))`` returns ``RolloutFnTrainOutput`` with
+    exactly ``--rollout-batch-size`` groups of ``--n-samples-per-prompt`` samples, in task
+    order; ``await fn(RolloutFnEvalInput(rollout_id=k))`` returns ``RolloutFnEvalOutput`` for
+    every task (see :mod:`miles_verifiers.trainer.evaluation`).
+    """
+
+    def __init__(self, input: Any, *, settings: AdapterSettings | None = None) -> None:
+        self.args = input.args
+        self.data_source = input.data_source
+        self.settings = settings if settings is not None else AdapterSettings.from_environ()
+        self._run = _build_run(self.args, self.settings)
+        options = self._run.options
+        # Refuse an unwritable or shared --save now, not after the first rollout's samples.
+        save_claim = (
+            claim_state_dir(options.save_dir)
+            if options.save_dir and options.train_enabled
+            else None
+        )
+        self._release_save = (
+            weakref.finalize(self, save_claim.release) if save_claim is not None else None
+        )
+        self._stream = TaskStream(
+            self._run.train.order,
+            options.rollout_batch_size,
+            options.save_dir,
+            options.load_dir,
+            n_samples_per_prompt=options.n_samples_per_prompt,
+            over_sampling_batch_size=options.over_sampling_batch_size,
+            plan=CheckpointPlan(options.save_interval, options.num_rollout),
+        )
+        self._train_lock = _LoopLock()
+        self._warned_snapshot = False
+        self._workers = _episode_backend(self._run)
+        # Sampling keys the router drops, warned about once per rollout function.
+        self._router_drops_warned: set[str] = set()
+        # Workers are stopped on close(), when this instance is collected, and at exit.
+        self._stop_workers = weakref.finalize(self, self._workers.close)
+
+    def close(self) -> None:
+        """Release the ``--save`` directory and stop the episode workers (also done on GC)."""
+        self._stop_workers()
+        if self._release_save is not None:
+            self._release_save()
+
+    @property
+    def options(self) -> MilesOptions:
+        return self._run.options
+
+    @property
+    def versions(self) -> dict[str, Any]:
+        """What each side runs (see :func:`run_versions`); ``miles-verifiers rollout`` records
+        it in its metrics file."""
+        return run_versions(self._run.description, self.settings)
+
+    @property
+    def env_id(self) -> str:
+        return self._run.eval.env_id
+
+    @property
+    def task_stream(self) -> TaskStream:
+        return self._stream
+
+    async def __call__(self, rollout_input: Any) -> Any:
+        if getattr(rollout_input, "evaluation", False):
+            return await self.evaluate(rollout_input)
+        return await self.train(rollout_input)
+
+    # -- pieces shared by both modes
+
+    def _scope(self, mode: str) -> WorkerCallScope:
+        from miles_verifiers.engine.proxies import ensure_loopback_bypass
+        from miles_verifiers.episodes.transport import SGLangTransport
+
+        # Harnesses reach Verifiers' interception server on localhost with clients that trust
+        # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
+        # this machine, and each request carries the rollout's bearer secret and prompt).
+        added = ensure_loopback_bypass(os.environ)
+        if added:
+            logger.info(
+                "a proxy is configured but NO_PROXY lacked %s; added them so loopback traffic "
+                "(the engine, the interception server) goes direct",
+                ", ".join(added),
+            )
+        run = self._run
+        rid_prefix = new_rid_prefix(mode)
+        settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
+        # The trainer's own transport: the served-model check and the backstop aborts.
+        transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
+        return WorkerCallScope(
+            pool=self._workers,
+            call_id=rid_prefix,
+            mode=mode,
+            transport=transport,
+            sampling_for=self._sampling(mode),
+            deadline_s=run.settings.episode_timeout_s,
+            engine_url=engine_url_from_args(self.args),
+            model=run.model,
+            # The --sglang-server-concurrency bound is shared out among the workers.
+            max_concurrency=math.ceil(run.options.max_concurrency / run.settings.episode_workers),
+            limits=run.settings.cleanup,
+        )
+
+    def _sampling(self, mode: str) -> Callable[[int], list[dict[str, Any]]]:
+        """The sampling values of each rollout at ``slot`` (per-rollout seeds when
+        --sglang-enable-deterministic-inference is on)."""
+        options = self._run.options
+        sampling = options.train if mode == "train" else options.eval
+        n = options.n_samples_per_prompt if mode == "train" else options.n_samples_per_eval_prompt
+
+        def sampling_for(slot: int) -> list[dict[str, Any]]:
+            if not options.deterministic_inference:
+                return [sampling_config_values(sampling)] * n
+            return [
+                sampling_config_values(sampling, seed)
+                for seed in rollout_seeds(options.rollout_seed, slot, n)
+            ]
+
+        return sampling_for
+
+    async def _verify_served_model(self, scope: Any) -> None:
+        options = self._run.options
+        aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
+        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
+
+    # -- training
+
+    async def train(self, rollout_input: Any) -> Any:
+        rollout_id = int(rollout_input.rollout_id)
+        weight_version = getattr(rollout_input, "weight_version", None)
+        run = self._run
+        engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
+        async with self._train_lock.get():
+            await run.hooks.configure_engine_dumper(self.args)
+            async with self._scope("train") as scope:
+                # Before the first request: samples of another model must never be trained on.
+                await self._verify_served_model(scope)
+                start = self._stream.start(rollout_id)
+                result = await train_rollout(
+                    scope,
+                    run.train,
+                    self.args,
+                    start=start,
+                    weight_version=weight_version,
+                    runner=scope,
+                    data_source=self.data_source,
+                    prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
+                    prefill_sampling=self._prefill_sampling(),
+                )
+            self._stream.finish(rollout_id, result.cursor_after_dispatch, result.settlement)
+        return run.contract.RolloutFnTrainOutput(samples=result.groups, metrics=result.metrics)
+
+    def _prefill_sampling(self) -> dict[str, Any]:
+        sampling = self._run.options.train
+        return {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "max_new_tokens": sampling.max_response_len,
+        }
+
+    # -- evaluation
+
+    async def evaluate(self, rollout_input: Any) -> Any:
+        run = self._run
+        if getattr(rollout_input, "generate_state", None) is not None and not self._warned_snapshot:
+            self._warned_snapshot = True
+            logger.warning(
+                "snapshot evaluation (generate_state/hf_dir) is not supported by the Verifiers "
+                "rollout function: evaluation %s runs against the live training engines.",
+                rollout_input.rollout_id,
+            )
+        engine_url_from_args(self.args)
+        await run.hooks.configure_engine_dumper(self.args)
+        async with self._scope("eval") as scope:
+            await self._verify_served_model(scope)
+            data, metrics = await evaluate(
+                scope,
+                run.eval,
+                self.args,
+                weight_version=getattr(rollout_input, "weight_version", None),
+                runner=scope,
+            )
+        return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
+
+
+# -- the legacy entry point --------------------------------------------------------------------------------
+
+
+class _LegacyLoop:
+    """The runner's background loop, started on first use, for synchronous callers.
+
+    Used by :func:`generate_rollout` when Miles' own runner (``miles.utils.async_utils.run``)
+    is not importable; like Miles', it lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._loop: BackgroundLoop | None = None
+        self._guard = threading.Lock()
+
+    def _started(self) -> BackgroundLoop:
+        with self._guard:
+            if self._loop is None:
+                self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
+            return self._loop
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        loop = self._started()
+        if loop.is_current():
+            coroutine.close()
+            raise RuntimeError("generate_rollout cannot be called from its own event loop")
+        return loop.run(coroutine, None)
+
+
+def _miles_runner() -> Any | None:
+    try:
+        return importlib.import_module("miles.utils.async_utils").run
+    except (ImportError, AttributeError):
+        return None
+
+
+LEGACY_CACHE_SIZE = 4
+
+# Process-wide on purpose: the legacy path hands a plain function the same (args, data_source)
+# on every call, so the instance (and its task stream) must outlive each call. Bounded.
+_legacy_instances: OrderedDict[tuple[int, int], tuple[Any, Any, VerifiersRolloutFn]] = OrderedDict()
+_legacy_guard = threading.Lock()
+_legacy_loop = _LegacyLoop()
+
+
+def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:
+    key = (id(args), id(data_source))
+    with _legacy_guard:
+        entry = _legacy_instances.get(key)
+        # Compare identities too: an id can be reused once the original object is gone.
+        if entry is not None and entry[0] is args and entry[1] is data_source:
+            _legacy_instances.move_to_end(key)
+            return entry[2]
+    fn = VerifiersRolloutFn(
+        contract().RolloutFnConstructorInput(args=args, data_source=data_source)
+    )
+    with _legacy_guard:
+        _legacy_instances[key] = (args, data_source, fn)
+        _legacy_instances.move_to_end(key)
+        while len(_legacy_instances) > LEGACY_CACHE_SIZE:
+            _legacy_instances.popitem(last=False)
+    return fn
+
+
+def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    """Miles' legacy rollout entry point (``MILES_USE_LEGACY_ROLLOUT_V1=1``).
+
+    Synchronous: builds (once per ``args``/``data_source``) a :class:`VerifiersRolloutFn`, the
+    same one for training and evaluation, and runs the call on a persistent background event
+    loop (Miles' own when importable). Returns the typed train or eval output.
+    """
+    fn = _legacy_instance(args, data_source)
+    types = contract()
+    rollout_input = (
+        types.RolloutFnEvalInput(rollout_id=rollout_id)
+        if evaluation
+        else types.RolloutFnTrainInput(rollout_id=rollout_id)
+    )
+    runner = _miles_runner()
+    coroutine = fn(rollout_input)
+    if runner is not None:
+        return runner(coroutine)
+    return _legacy_loop.run(coroutine)

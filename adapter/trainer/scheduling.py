@@ -1,0 +1,589 @@
+"""Which tasks each training rollout runs, in a way that survives restarts.
+
+The task stream
+    The taskset is cycled epoch after epoch. A task's place in the stream is its *offset*:
+    offset ``o`` is position ``o % N`` of epoch ``o // N`` (``N`` tasks). Without shuffle every
+    epoch is the load order; with ``--rollout-shuffle`` each epoch is its own permutation,
+    derived from (``--rollout-seed``, epoch) alone, so it is the same in every process.
+
+A rollout
+    takes offsets from a :class:`Cursor`: first its carry-over queue, then fresh offsets. Groups
+    finish in any order, but the result is settled in *task order* (:func:`settle`): the first
+    ``rollout_batch_size`` kept groups are accepted, dropped groups before them are consumed,
+    and every offset after the last accepted one (kept, dropped or still running) is carried
+    over to the front of the next rollout instead of being skipped. So which tasks train,
+    and in which order, depends on the task stream and the keep/drop decisions only, never on
+    timing.
+
+Resume
+    :class:`SchedulerState` remembers the cursor at the start of every rollout Miles may resume
+    at, keyed by rollout id: the newest ones, those on the ``--save-interval`` checkpoint
+    cadence, and those after checkpoints Miles reported in ``latest_checkpointed_iteration.txt``
+    (bounded, see :class:`CheckpointPlan`). It records the stream's identity (taskset size,
+    shuffle, seed, batch shape) and serializes to JSON; :func:`write_state`/:func:`read_state`
+    persist it atomically under a directory (the adapter uses ``--save``), and a file is used
+    only once it has been validated in full and matches the current run. A rollout id with no
+    saved cursor falls back to ``rollout_id * rollout_batch_size``, flagged so the caller can
+    say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import random
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.trainer.scheduling_schema import SavedState, describe_validation_error
+
+STATE_FILE_NAME = "miles_verifiers_scheduler.json"
+# Format 2 records the batch shape and Miles' checkpoints; format 1 files are refused.
+STATE_FORMAT = 2
+# Newest starts always kept, beyond --save-interval: Miles may prefetch (train_async) a
+# rollout or two ahead of the saved step, and saves off cadence are learnt a rollout late.
+DEFAULT_HISTORY = 8
+# Starts kept for checkpoints (cadence or reported): bounds the file for very long runs.
+MAX_CHECKPOINT_STARTS = 256
+
+
+class SchedulingError(RolloutCallError, ValueError):
+    """A scheduling input or saved state the scheduler cannot use."""
+
+
+class SchedulerStateMismatchError(SchedulingError):
+    """The saved state was written for a different task stream (taskset size, seed, shuffle)."""
+
+
+# -- the task stream --------------------------------------------------------------------------
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    # A hash of both numbers, so nearby (seed, epoch) pairs give unrelated permutations and
+    # the result does not depend on Python's per-process hash randomisation.
+    digest = hashlib.sha256(f"miles-verifiers/epoch-order/{seed}/{epoch}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@functools.lru_cache(maxsize=4)
+def _shuffled_epoch(num_tasks: int, seed: int, epoch: int) -> tuple[int, ...]:
+    order = list(range(num_tasks))
+    random.Random(_epoch_seed(seed, epoch)).shuffle(order)
+    return tuple(order)
+
+
+@dataclass(frozen=True)
+class TaskOrder:
+    """Maps stream offsets to task indices (positions in the loaded taskset)."""
+
+    num_tasks: int
+    seed: int = 42
+    shuffle: bool = False
+
+    def __post_init__(self) -> None:
+        if self.num_tasks < 1:
+            raise SchedulingError(f"the task stream needs at least one task, got {self.num_tasks}.")
+
+    def epoch_of(self, offset: int) -> int:
+        return offset // self.num_tasks
+
+    def epoch_order(self, epoch: int) -> tuple[int, ...]:
+        """Task indices of one epoch, in the order the stream visits them."""
+        if not self.shuffle:
+            return tuple(range(self.num_tasks))
+        return _shuffled_epoch(self.num_tasks, self.seed, epoch)
+
+    def task_index(self, offset: int) -> int:
+        if offset < 0:
+            raise SchedulingError(f"stream offsets start at 0, got {offset}.")
+        if not self.shuffle:
+            return offset % self.num_tasks
+        return self.epoch_order(self.epoch_of(offset))[offset % self.num_tasks]
+
+
+# -- the cursor -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the stream stands: the next fresh offset and the offsets carried over to run first."""
+
+    position: int = 0
+    carry_over: tuple[int, ...] = ()
+
+    def take(self, count: int) -> tuple[list[int], Cursor]:
+        """The next ``count`` offsets (carry-over first, in task order) and the cursor after."""
+        if count < 0:
+            raise SchedulingError(f"cannot take {count} tasks.")
+        from_queue = list(self.carry_over[:count])
+        fresh = list(range(self.position, self.position + count - len(from_queue)))
+        rest = Cursor(self.position + len(fresh), self.carry_over[len(from_queue) :])
+        return from_queue + fresh, rest
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position": self.position, "carry_over": list(self.carry_over)}
+
+
+# -- settling one rollout -----------------------------------------------------------------
+
+
+class Outcome(Enum):
+    PENDING = "pending"  # dispatched, not finished (or finished but not yet judged)
+    KEPT = "kept"  # finished and passed every check and filter
+    DROPPED = "dropped"  # finished and rejected (error, empty trace, filter)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """How a rollout ends, in task order."""
+
+    accepted: tuple[int, ...]  # the first `target` kept offsets: the rollout's groups
+    dropped: tuple[int, ...]  # dropped offsets before the last accepted one: consumed
+    carry_over: tuple[int, ...]  # every dispatched offset after the last accepted one
+
+
+def settle(
+    dispatched: Sequence[int], outcomes: Mapping[int, Outcome], target: int
+) -> Settlement | None:
+    """Settle a rollout once its first ``target`` kept groups in task order are known.
+
+    ``dispatched`` lists the offsets handed out this rollout, in the order they were taken
+    (which is task order). Returns None while an earlier group is still pending or fewer than
+    ``target`` have been kept, i.e. while the answer could still change.
+    """
+    if target < 1:
+        raise SchedulingError(f"a rollout needs a target of at least one group, got {target}.")
+    accepted: list[int] = []
+    dropped: list[int] = []
+    for position, offset in enumerate(dispatched):
+        outcome = outcomes.get(offset, Outcome.PENDING)
+        if outcome is Outcome.PENDING:
+            return None
+        if outcome is Outcome.DROPPED:
+            dropped.append(offset)
+            continue
+        accepted.append(offset)
+        if len(accepted) == target:
+            return Settlement(tuple(accepted), tuple(dropped), tuple(dispatched[position + 1 :]))
+    return None
+
+
+class DispatchBudgetError(SchedulingError):
+    """A rollout would dispatch more groups than its budget: nearly everything is dropped."""
+
+
+def tasks_to_dispatch(
+    dispatched: Sequence[int],
+    outcomes: Mapping[int, Outcome],
+    target: int,
+    over_sampling_batch_size: int,
+    max_dispatched: int | None = None,
+) -> int:
+    """How many more offsets to take now.
+
+    The first call of a rollout takes ``over_sampling_batch_size`` (head room for drops);
+    later calls top up exactly the shortfall: ``target`` minus the groups kept or still
+    running, so a single drop costs a single replacement. With ``max_dispatched`` set, a
+    top-up that would exceed it raises :class:`DispatchBudgetError` instead of resampling
+    without end (a taskset whose every group errors or is filtered out).
+    """
+    if not dispatched:
+        count = max(target, over_sampling_batch_size)
+    else:
+        alive = sum(
+            1 for o in dispatched if outcomes.get(o, Outcome.PENDING) is not Outcome.DROPPED
+        )
+        count = max(0, target - alive)
+    if count and max_dispatched is not None and len(dispatched) + count > max_dispatched:
+        dropped = sum(1 for o in dispatched if outcomes.get(o) is Outcome.DROPPED)
+        raise DispatchBudgetError(
+            f"this rollout has dispatched {len(dispatched)} task groups for a target of {target} "
+            f"and {dropped} of them were dropped; {count} more would pass the budget of "
+            f"{max_dispatched}. Fix: look at the drop reasons (rollout/dynamic_filter/drop_* "
+            "metrics and the episode errors in the log): a failing environment or a dynamic "
+            "filter that rejects almost every group, e.g. a zero-std filter on tasks the model "
+            "always or never solves."
+        )
+    return count
+
+
+def default_dispatch_budget(over_sampling_batch_size: int, factor: int = 16) -> int:
+    """A generous bound on groups per rollout: ``factor`` times the over-sampling batch."""
+    return factor * over_sampling_batch_size
+
+
+def cursor_after(cursor_after_dispatch: Cursor, settlement: Settlement) -> Cursor:
+    """The cursor the next rollout starts from: the carried-over offsets come first.
+
+    ``cursor_after_dispatch`` is the cursor left by the last :meth:`Cursor.take`; any of its
+    carry-over that was never dispatched stays queued behind this rollout's carry-over (both
+    lie before ``position``, and merging keeps task order).
+    """
+    queue = sorted(set(settlement.carry_over) | set(cursor_after_dispatch.carry_over))
+    return Cursor(cursor_after_dispatch.position, tuple(queue))
+
+
+# -- state across rollouts --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CursorLookup:
+    cursor: Cursor
+    # "saved": restored from state; "fallback": no state for this rollout, computed as
+    # rollout_id * rollout_batch_size (tasks may repeat or be skipped around a restart).
+    source: Literal["saved", "fallback"]
+
+    @property
+    def is_fallback(self) -> bool:
+        return self.source == "fallback"
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """Which rollout ids Miles may resume at, from its checkpoint cadence.
+
+    Miles checkpoints after training rollout ``r`` when ``(r + 1) % --save-interval == 0`` and
+    after the last rollout (``--num-rollout - 1``), and resumes at ``r + 1``. Saves off that
+    cadence (epoch boundaries, an externally triggered save) are learnt from
+    ``latest_checkpointed_iteration.txt`` instead (:meth:`SchedulerState.note_checkpoint`).
+    """
+
+    save_interval: int | None = None
+    num_rollout: int | None = None
+
+    def is_resume_point(self, rollout_id: int) -> bool:
+        if rollout_id < 1:
+            return False
+        if self.num_rollout is not None and rollout_id == self.num_rollout:
+            return True
+        return self.save_interval is not None and rollout_id % self.save_interval == 0
+
+    @property
+    def recent(self) -> int:
+        """How many of the newest starts to keep whatever the cadence.
+
+        Covers the rollouts since the last cadence checkpoint (not yet known to be saved,
+        and Miles may prefetch a rollout ahead of training) plus a margin for saves off
+        cadence that ``latest_checkpointed_iteration.txt`` will name a rollout or two later.
+        """
+        return (self.save_interval or 0) + DEFAULT_HISTORY
+
+
+def _prune(
+    starts: Mapping[int, Cursor], checkpoints: frozenset[int], plan: CheckpointPlan
+) -> tuple[dict[int, Cursor], frozenset[int]]:
+    """The starts worth keeping: the recent ones and those of (possible) checkpoints, bounded."""
+    if not starts:
+        return {}, frozenset()
+    newest = max(starts)
+    recent = {r for r in starts if r > newest - plan.recent}
+    pinned = sorted(r for r in starts if plan.is_resume_point(r) or (r - 1) in checkpoints)
+    keep = recent | set(pinned[-MAX_CHECKPOINT_STARTS:])
+    return (
+        {r: starts[r] for r in sorted(keep)},
+        frozenset(c for c in checkpoints if c + 1 in keep),
+    )
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    """The task stream's identity plus the cursor at the start of the rollouts Miles may resume at.
+
+    The identity is what determines which tasks each rollout gets: the taskset size, the
+    shuffle and its seed, and (when known) the batch shape. ``checkpoints`` are the rollout ids
+    Miles reported as checkpointed (its ``latest_checkpointed_iteration.txt``), so their
+    following starts are kept even off the ``--save-interval`` cadence.
+    """
+
+    num_tasks: int
+    seed: int
+    shuffle: bool
+    starts: Mapping[int, Cursor] = field(default_factory=dict)
+    rollout_batch_size: int | None = None
+    n_samples_per_prompt: int | None = None
+    over_sampling_batch_size: int | None = None
+    checkpoints: frozenset[int] = frozenset()
+
+    @staticmethod
+    def for_order(
+        order: TaskOrder,
+        *,
+        rollout_batch_size: int | None = None,
+        n_samples_per_prompt: int | None = None,
+        over_sampling_batch_size: int | None = None,
+    ) -> SchedulerState:
+        return SchedulerState(
+            order.num_tasks,
+            order.seed,
+            order.shuffle,
+            {},
+            rollout_batch_size,
+            n_samples_per_prompt,
+            over_sampling_batch_size,
+        )
+
+    @property
+    def order(self) -> TaskOrder:
+        return TaskOrder(self.num_tasks, self.seed, self.shuffle)
+
+    def check_matches(self, expected: TaskOrder | SchedulerState) -> None:
+        """Raise unless this state was written for the task stream ``expected`` describes.
+
+        A :class:`TaskOrder` checks the taskset size and shuffle only; a
+        :class:`SchedulerState` (what the current run would write) also checks every batch
+        option it sets.
+        """
+        current = (
+            expected if isinstance(expected, SchedulerState) else SchedulerState.for_order(expected)
+        )
+        differences = []
+        if self.num_tasks != current.num_tasks:
+            differences.append(f"the taskset had {self.num_tasks} tasks, now {current.num_tasks}")
+        if self.shuffle != current.shuffle:
+            differences.append(
+                f"--rollout-shuffle was {'on' if self.shuffle else 'off'}, now "
+                f"{'on' if current.shuffle else 'off'}"
+            )
+        if self.shuffle and current.shuffle and self.seed != current.seed:
+            differences.append(f"--rollout-seed was {self.seed}, now {current.seed}")
+        for name, flag in _BATCH_FLAGS.items():
+            now = getattr(current, name)
+            then = getattr(self, name)
+            if now is not None and then != now:
+                was = "not recorded" if then is None else f"{then}"
+                differences.append(f"{flag} was {was}, now {now}")
+        if differences:
+            raise SchedulerStateMismatchError(
+                "the saved task-scheduler state belongs to a different task stream ("
+                + "; ".join(differences)
+                + "), so resuming from it would train on the wrong tasks. Fix: restore the "
+                f"previous settings, or delete {STATE_FILE_NAME} in the --save directory to "
+                "restart the stream at rollout_id * rollout_batch_size."
+            )
+
+    def cursor_for(self, rollout_id: int, rollout_batch_size: int) -> CursorLookup:
+        """The cursor rollout ``rollout_id`` starts from."""
+        saved = self.starts.get(rollout_id)
+        if saved is not None:
+            return CursorLookup(saved, "saved")
+        return CursorLookup(Cursor(rollout_id * rollout_batch_size), "fallback")
+
+    def record(
+        self, rollout_id: int, cursor: Cursor, plan: CheckpointPlan | None = None
+    ) -> SchedulerState:
+        """A new state that remembers ``cursor`` as the start of ``rollout_id``.
+
+        Later starts and checkpoints are forgotten (they were computed from a past that is
+        being rewritten); of the earlier ones only those :func:`_prune` keeps remain.
+        """
+        kept = {rid: c for rid, c in self.starts.items() if rid < rollout_id}
+        kept[rollout_id] = cursor
+        checkpoints = frozenset(c for c in self.checkpoints if c < rollout_id)
+        starts, checkpoints = _prune(kept, checkpoints, plan or CheckpointPlan())
+        return replace(self, starts=starts, checkpoints=checkpoints)
+
+    def note_checkpoint(self, iteration: int, plan: CheckpointPlan | None = None) -> SchedulerState:
+        """A new state that keeps the start Miles resumes at after checkpoint ``iteration``.
+
+        An iteration at or past the newest start is ignored: it is a checkpoint of a past
+        that is being rewritten (a run resumed from an older checkpoint).
+        """
+        if iteration < 0 or iteration + 1 not in self.starts:
+            return self
+        starts, checkpoints = _prune(
+            self.starts, self.checkpoints | {iteration}, plan or CheckpointPlan()
+        )
+        return replace(self, starts=starts, checkpoints=checkpoints)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "num_tasks": self.num_tasks,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "rollout_batch_size": self.rollout_batch_size,
+            "n_samples_per_prompt": self.n_samples_per_prompt,
+            "over_sampling_batch_size": self.over_sampling_batch_size,
+            "checkpoints": sorted(self.checkpoints),
+            "starts": {str(rid): c.to_json() for rid, c in sorted(self.starts.items())},
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> SchedulerState:
+        """Parse and fully validate ``data`` (see :mod:`miles_verifiers.trainer.scheduling_schema`)."""
+        if data.get("format") != STATE_FORMAT:
+            raise SchedulingError(
+                f"task-scheduler state has format {data.get('format')!r}; this version reads "
+                f"format {STATE_FORMAT} only. Fix: delete {STATE_FILE_NAME} to restart the "
+                "stream at rollout_id * rollout_batch_size."
+            )
+        try:
+            parsed = SavedState.model_validate(data)
+        except ValidationError as error:
+            raise SchedulingError(
+                f"task-scheduler state is invalid ({describe_validation_error(error)}). Fix: "
+                f"delete {STATE_FILE_NAME} to restart the stream at rollout_id * "
+                "rollout_batch_size, or restore an intact copy."
+            ) from error
+        return SchedulerState(
+            parsed.num_tasks,
+            parsed.seed,
+            parsed.shuffle,
+            {
+                int(rid): Cursor(c.position, tuple(c.carry_over))
+                for rid, c in sorted(parsed.starts.items(), key=lambda item: int(item[0]))
+            },
+            parsed.rollout_batch_size,
+            parsed.n_samples_per_prompt,
+            parsed.over_sampling_batch_size,
+            frozenset(parsed.checkpoints),
+        )
+
+
+_BATCH_FLAGS = {
+    "rollout_batch_size": "--rollout-batch-size",
+    "n_samples_per_prompt": "--n-samples-per-prompt",
+    "over_sampling_batch_size": "--over-sampling-batch-size",
+}
+
+
+def start_rollout(
+    state: SchedulerState,
+    rollout_id: int,
+    rollout_batch_size: int,
+    plan: CheckpointPlan | None = None,
+) -> tuple[CursorLookup, SchedulerState]:
+    """The cursor rollout ``rollout_id`` starts from, and the state that remembers it."""
+    lookup = state.cursor_for(rollout_id, rollout_batch_size)
+    return lookup, state.record(rollout_id, lookup.cursor, plan)
+
+
+def finish_rollout(
+    state: SchedulerState,
+    rollout_id: int,
+    cursor_after_dispatch: Cursor,
+    settlement: Settlement,
+    plan: CheckpointPlan | None = None,
+) -> tuple[Cursor, SchedulerState]:
+    """The cursor rollout ``rollout_id + 1`` starts from, and the state to persist."""
+    following = cursor_after(cursor_after_dispatch, settlement)
+    return following, state.record(rollout_id + 1, following, plan)
+
+
+def dumps_state(state: SchedulerState) -> str:
+    return json.dumps(state.to_json(), indent=1, sort_keys=True)
+
+
+def loads_state(text: str) -> SchedulerState:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SchedulingError(
+            f"task-scheduler state is not JSON ({error}). Fix: delete {STATE_FILE_NAME} to "
+            "restart the stream."
+        ) from error
+    if not isinstance(data, Mapping):
+        raise SchedulingError(
+            f"task-scheduler state is not a JSON object. Fix: delete {STATE_FILE_NAME} to "
+            "restart the stream."
+        )
+    return SchedulerState.from_json(data)
+
+
+# -- persistence (thin shell) -----------------------------------------------------------------
+
+
+def state_path(directory: str | os.PathLike[str]) -> Path:
+    return Path(directory) / STATE_FILE_NAME
+
+
+def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Path:
+    """Write ``state`` under ``directory`` atomically: readers see the old file or the new one.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, and only
+    then renamed over the old file, so a crash at any moment leaves one complete version.
+    """
+    target = state_path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE_NAME}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dumps_state(state))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_directory(target.parent)
+    return target
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; some filesystems cannot open a directory, and losing
+    # the rename there only means the previous (complete) state is read back.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_state(
+    directory: str | os.PathLike[str], expected: TaskOrder | SchedulerState | None = None
+) -> SchedulerState | None:
+    """The saved state under ``directory``, or None when there is none.
+
+    The file is validated in full and, with ``expected``, checked against the task stream the
+    current run would write (:meth:`SchedulerState.check_matches`); every error names the file.
+    """
+    path = state_path(directory)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SchedulingError(
+            f"{path}: cannot read the task-scheduler state ({error}). Fix: make it readable, "
+            "or delete it to restart the stream at rollout_id * rollout_batch_size."
+        ) from error
+    try:
+        state = loads_state(text)
+        if expected is not None:
+            state.check_matches(expected)
+    except SchedulingError as error:
+        raise type(error)(f"{path}: {error}") from error
+    return state
+
+
+# Miles (Megatron's checkpointing) writes the newest saved rollout id here under --save.
+LATEST_CHECKPOINT_FILE_NAME = "latest_checkpointed_iteration.txt"
+
+
+def read_latest_checkpoint(directory: str | os.PathLike[str]) -> int | None:
+    """The rollout id of Miles' newest checkpoint under ``directory``, or None if unknown."""
+    try:
+        text = (Path(directory) / LATEST_CHECKPOINT_FILE_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = text.strip()
+    # Anything but a plain rollout id (e.g. "release") names no rollout to resume at.
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def task_indices(order: TaskOrder, offsets: Iterable[int]) -> list[int]:
+    return [order.task_index(o) for o in offsets]

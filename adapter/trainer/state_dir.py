@@ -1,0 +1,139 @@
+"""Owning the ``--save`` directory: checked writable at construction, locked against other runs.
+
+The task-scheduler state under ``--save`` is rewritten after every training rollout, so two
+runs sharing the directory would silently overwrite each other's stream, and a directory that
+cannot be written would only be noticed after the first rollout (its samples lost). Both are
+refused when the rollout function is built.
+
+The lock is an exclusive ``flock`` on a file in the directory, held while any rollout function
+of this process uses it and released when the last one is closed or garbage collected (or the
+process exits; the kernel drops the lock with the file descriptor). It is shared within a
+process on purpose: Miles may build a train and an eval instance from the same arguments.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from miles_verifiers.errors import SetupError
+
+LOCK_FILE_NAME = "miles_verifiers.lock"
+
+
+class StateDirError(SetupError, RuntimeError):
+    """The ``--save`` directory cannot be used for the task-scheduler state."""
+
+
+class StateDirLockedError(StateDirError):
+    """Another process holds the ``--save`` directory."""
+
+
+def check_writable(directory: str | os.PathLike[str]) -> Path:
+    """Create ``directory`` if needed and prove a file can be created, written and removed there."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".miles_verifiers.probe.", dir=path)
+        try:
+            os.write(fd, b"ok")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as error:
+        raise StateDirError(
+            f"--save {str(directory)!r} cannot be written ({type(error).__name__}: "
+            f"{error.strerror or error}); the task-scheduler state is saved there after every "
+            "training rollout. Fix: pass a --save directory this process can create and write."
+        ) from error
+    return path
+
+
+@dataclass
+class _Held:
+    fd: int
+    users: int
+
+
+_held: dict[Path, _Held] = {}
+_guard = threading.Lock()
+
+
+def _holder_pid(lock_path: Path) -> str:
+    try:
+        text = lock_path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return "unknown"
+    return text if text.isdigit() else "unknown"
+
+
+def _lock(directory: Path) -> int:
+    lock_path = directory / LOCK_FILE_NAME
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise StateDirError(
+            f"--save {str(directory)!r}: cannot open the lock file {lock_path} ({error}). Fix: "
+            "pass a --save directory this process can write."
+        ) from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        os.close(fd)
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StateDirLockedError(
+                f"--save {str(directory)!r} is in use by another run (process id "
+                f"{_holder_pid(lock_path)}, per {lock_path}); two runs sharing it would overwrite "
+                "each other's task-scheduler state. Fix: give each run its own --save, or stop "
+                "the other run first."
+            ) from error
+        raise StateDirError(
+            f"--save {str(directory)!r}: cannot lock {lock_path} ({error}). Fix: put --save on "
+            "a filesystem that supports file locks (flock)."
+        ) from error
+    # Record the holder for the error message above; the lock, not this text, is the truth.
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+class StateDirClaim:
+    """This process's use of a locked ``--save`` directory; :meth:`release` exactly once."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        with _guard:
+            if self._released:
+                return
+            self._released = True
+            held = _held.get(self.directory)
+            if held is None:
+                return
+            held.users -= 1
+            if held.users == 0:
+                del _held[self.directory]
+                os.close(held.fd)  # closing the descriptor drops the flock
+
+
+def claim(directory: str | os.PathLike[str]) -> StateDirClaim:
+    """Check ``directory`` is writable and lock it for this process (shared by its claims)."""
+    path = check_writable(directory).resolve()
+    with _guard:
+        held = _held.get(path)
+        if held is None:
+            held = _held[path] = _Held(_lock(path), 0)
+        held.users += 1
+    return StateDirClaim(path)

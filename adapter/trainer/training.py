@@ -1,0 +1,564 @@
+"""One training rollout: dispatch task groups, judge them, return the first kept ones in task order.
+
+The task stream and the settling rules live in :mod:`miles_verifiers.trainer.scheduling`; this module
+runs them against real episodes:
+
+* groups are dispatched from the cursor (carry-over first), the over-sampling batch at once and
+  then one replacement per dropped group, within a bounded budget;
+* each finished group is *judged* on its own traces only (episode failure, trace errors, empty
+  traces, Miles reward model, dynamic filter), so whether it is kept never depends on timing;
+* the rollout is settled as soon as its first ``--rollout-batch-size`` kept groups in task order
+  are known; everything later is cancelled and carried over to the next rollout;
+* sample ``group_index`` is the task's stream offset and ``index`` is
+  ``offset * n_samples_per_prompt + k``, so the output is byte-identical whatever the timing;
+  with the ``siblings`` branch policy ``rollout_id`` is that same number on every sample of the
+  rollout; once a rollout of the call has several samples, every group holds one list per
+  rollout (all groups nest alike, as Miles' manager flattens them level by level).
+
+:class:`TaskStream` keeps the cursor across calls and persists it under ``--save``, so a run
+resumed at rollout ``k`` continues exactly where the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Protocol
+
+from miles_verifiers.episodes.v02.calls import GroupRun, GroupRunner, describe_error
+from miles_verifiers.errors import RolloutCallError, SetupError, is_unsupported_request
+from miles_verifiers.protocol.records import TaskRecord
+from miles_verifiers.trainer.conversion import (
+    BranchPolicy,
+    ConversionError,
+    ConvertedGroup,
+    MultipleBranchesError,
+    convert_group,
+    looks_like_contract_breach,
+    looks_like_engine_abort,
+    training_output,
+)
+from miles_verifiers.trainer.hooks import MilesHooks
+from miles_verifiers.trainer.metrics import (
+    DROP_ABORTED,
+    DROP_EMPTY_TRACE,
+    DROP_ENGINE_CONTRACT,
+    DROP_EPISODE_ERROR,
+    DROP_TRACE_ERROR,
+    DROP_WORKER_LOST,
+    TRAIN_PREFIX,
+    drop_metrics,
+    merge,
+    sample_metrics,
+    scheduling_metrics,
+    summarize_trace,
+    trace_metrics,
+)
+from miles_verifiers.trainer.scheduling import (
+    CheckpointPlan,
+    Cursor,
+    DispatchBudgetError,
+    Outcome,
+    SchedulerState,
+    SchedulingError,
+    Settlement,
+    TaskOrder,
+    finish_rollout,
+    read_latest_checkpoint,
+    read_state,
+    settle,
+    start_rollout,
+    state_path,
+    tasks_to_dispatch,
+    write_state,
+)
+
+logger = logging.getLogger(__name__)
+
+DROP_EPISODE_TIMEOUT = "episode_timeout"
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+class RolloutSetupError(SetupError, RuntimeError):
+    """The run cannot produce training data as configured (not a one-off episode failure)."""
+
+
+class UnsupportedRequestRunError(RolloutSetupError):
+    """An episode made a model request the Miles token path cannot serve; every episode would."""
+
+
+class SiblingRewardError(RolloutCallError, ValueError):
+    """A Miles reward model gave the branches of one rollout different rewards."""
+
+
+class ReplacementBudgetError(DispatchBudgetError):
+    """A training call dropped so many groups that it ran out of replacements.
+
+    ``drop_reasons`` counts the drops by reason; ``example_errors`` holds one error text per
+    reason where there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        drop_reasons: Counter[str],
+        example_errors: dict[str, str],
+    ) -> None:
+        self.drop_reasons = drop_reasons
+        self.example_errors = example_errors
+        super().__init__(message)
+
+
+_REASON_HINTS: dict[str, str] = {
+    DROP_EPISODE_ERROR: "episodes failed as a whole (Verifiers 0.2: a failing @group_reward or "
+    "task code escaped episode.run; 0.4: Verifiers judged the episode not ok, because a seat "
+    "such as a user simulator or judge failed (the example names it), Env.setup, Env.run or "
+    "Env.finalize raised, or a reward was left unscored; an episode that recovered under "
+    "[retries] is not dropped)",
+    DROP_EPISODE_TIMEOUT: "episodes ran past a deadline (the adapter's episode deadline, or "
+    "Verifiers 0.4's own [timeout] for the episode or Env.finalize; an agent's stage timeout "
+    "is not a drop: its sample is TRUNCATED)",
+    DROP_TRACE_ERROR: "rollouts whose trace Verifiers judged failed (harness, tools, user "
+    "simulator, rewards or model calls, after any retries; a trace that recovered trains)",
+    DROP_ABORTED: "the engine aborted model requests",
+    DROP_ENGINE_CONTRACT: "the engine answered with tokens that break the /generate contract "
+    "(positive or non-finite logprobs, more tokens than max_new_tokens, ids outside the "
+    "tokenizer's vocabulary); check that the engine serves --hf-checkpoint with its tokenizer",
+    DROP_EMPTY_TRACE: "rollouts ended before any model turn (e.g. a first prompt over "
+    "--rollout-max-prompt-len or the context window)",
+    DROP_WORKER_LOST: "episode workers died or stopped answering while running the groups "
+    "(their stderr says why)",
+}
+
+
+def _budget_error(
+    error: DispatchBudgetError, drops: Counter[str], examples: dict[str, str]
+) -> ReplacementBudgetError:
+    commonest, count = drops.most_common(1)[0] if drops else ("unknown", 0)
+    hint = _REASON_HINTS.get(commonest, "the dynamic filter rejected the groups")
+    counts = ", ".join(f"{reason} x{n}" for reason, n in drops.most_common())
+    example = examples.get(commonest)
+    lines = [
+        f"the training call ran out of replacement groups: {error}",
+        f"Drops by reason: {counts or 'none'}. The commonest, {commonest!r} ({count}), means {hint}.",
+    ]
+    if example:
+        lines.append(f"Example: {example}")
+    return ReplacementBudgetError(" ".join(lines), drop_reasons=drops, example_errors=examples)
+
+
+# -- judging one group ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The verdict on one finished group (deterministic given its traces)."""
+
+    offset: int
+    outcome: Outcome
+    reason: str | None
+    group: ConvertedGroup | None
+    traces: tuple[Any, ...]
+    example_error: str | None = None
+
+    @property
+    def converted(self) -> bool:
+        return self.group is not None and bool(self.group.samples)
+
+    @property
+    def samples(self) -> list[Any]:
+        """Every sample of the group, siblings included."""
+        return self.group.samples if self.group is not None else []
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    """What every training call of one rollout function needs (built at construction)."""
+
+    tasks: Sequence[TaskRecord]
+    order: TaskOrder
+    n_samples_per_prompt: int
+    rollout_batch_size: int
+    over_sampling_batch_size: int
+    max_dispatched: int
+    reward_key: str | None
+    episode_deadline_s: float
+    hooks: MilesHooks
+    sample_cls: type
+    call_dynamic_filter: Callable[..., Any]
+    branch_policy: BranchPolicy = BranchPolicy.REJECT
+
+
+def _drop(
+    offset: int,
+    reason: str,
+    run: GroupRun,
+    example: str | None = None,
+) -> Judged:
+    return Judged(offset, Outcome.DROPPED, reason, None, run.traces, example)
+
+
+def check_sibling_rewards(group: ConvertedGroup, flag: str) -> None:
+    """Miles gives a rollout one reward; siblings scored apart cannot be trained."""
+    for rollout in group.per_trace:
+        rewards = [s.reward for s in rollout]
+        if any(r != rewards[0] for r in rewards[1:]):
+            raise SiblingRewardError(
+                f"the Miles reward model ({flag}) scored the {len(rollout)} branches of rollout "
+                f"index {rollout[0].index} differently ({rewards!r}), but Miles trains a rollout's "
+                "branches with one shared reward. Fix: make the reward model score by the "
+                "rollout (e.g. the sample's metadata['verifiers']['trace_id']) rather than the "
+                "branch, or set MILES_VERIFIERS_BRANCH_POLICY=reject to train single-branch "
+                "traces only."
+            )
+
+
+async def judge_group(
+    run: GroupRun,
+    offset: int,
+    setup: TrainSetup,
+    args: Any,
+    weight_version: Any,
+    prefix_cache: Callable[[str], Any] | None = None,
+) -> Judged:
+    """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
+    :class:`MultipleBranchesError`) for problems every group would have.
+
+    The Miles reward model scores every sample (siblings must get one reward); the dynamic
+    filter sees one sample per rollout, as with Miles' own rollout."""
+    if not run.ok:
+        if is_unsupported_request(run.error):
+            raise UnsupportedRequestRunError(str(run.error))
+        reason = (
+            run.failure
+            if run.failure in (DROP_EPISODE_TIMEOUT, DROP_WORKER_LOST)
+            else DROP_EPISODE_ERROR
+        )
+        return _drop(offset, reason, run, describe_error(run.error) if run.error else None)
+    # Verifiers' episode verdict first: a failed seat (a user simulator, a judge), an env hook
+    # or a deadline fails the episode even where the trainable trace itself is ok.
+    judged = [t.episode_error for t in run.traces if t.episode_failed and t.episode_error]
+    if judged:
+        reason = DROP_EPISODE_TIMEOUT if judged[0].timeout else DROP_EPISODE_ERROR
+        return _drop(offset, reason, run, describe_error(judged[0]))
+    errored = [t for t in run.traces if t.failed]
+    for trace in errored:
+        if is_unsupported_request(trace.error):
+            raise UnsupportedRequestRunError(trace.error.message)
+    breached = [t for t in errored if looks_like_contract_breach(t.error)]
+    if breached:
+        # Never trained on, and named apart: a faulty engine, not a failing task.
+        return _drop(offset, DROP_ENGINE_CONTRACT, run, describe_error(breached[0].error))
+    if errored:
+        aborted = all(looks_like_engine_abort(t.error) for t in errored)
+        reason = DROP_ABORTED if aborted else DROP_TRACE_ERROR
+        return _drop(offset, reason, run, describe_error(errored[0].error))
+    # A Miles reward model replaces the reward, and --reward-key then names a key of ITS result
+    # (Miles reads reward[key]), not a Verifiers reward: convert to the plain total meanwhile.
+    conversion_key = None if setup.hooks.reward_model is not None else setup.reward_key
+    try:
+        converted = convert_group(
+            run.traces,
+            group_index=offset,
+            first_index=offset * setup.n_samples_per_prompt,
+            policy=setup.branch_policy,
+            reward_key=conversion_key,
+            weight_version=weight_version,
+            sample_cls=setup.sample_cls,
+            prefix_cache=prefix_cache,
+        )
+    except MultipleBranchesError:
+        raise
+    except ConversionError as error:
+        raise RolloutSetupError(
+            f"a finished group cannot become training samples: {error}"
+        ) from error
+    if not converted.complete:
+        empty = [t for t, s in zip(run.traces, converted.per_trace, strict=True) if not s]
+        example = (
+            f"{len(empty)} of {len(run.traces)} rollouts committed no model turn "
+            f"(stop condition: {empty[0].stop_condition})"
+        )
+        return _drop(offset, DROP_EMPTY_TRACE, run, example)
+    if setup.hooks.reward_model is not None:
+        await setup.hooks.reward_model.apply(args, converted.samples, evaluation=False)
+        check_sibling_rewards(converted, setup.hooks.reward_model.flag)
+    verdict = setup.call_dynamic_filter(setup.hooks.dynamic_filter, args, converted.representatives)
+    if not verdict.keep:
+        return Judged(
+            offset, Outcome.DROPPED, verdict.reason or "dynamic_filter", converted, run.traces
+        )
+    return Judged(offset, Outcome.KEPT, None, converted, run.traces)
+
+
+# -- one training call -------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainResult:
+    groups: list[list[Any]]
+    metrics: dict[str, float]
+    settlement: Settlement
+    cursor_after_dispatch: Cursor
+
+
+class CallScopeLike(Protocol):
+    """The call's task owner: ``spawn`` its work, ``wind_down`` what is left of it."""
+
+    def spawn(
+        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]: ...
+
+    async def wind_down(self) -> None: ...
+
+
+@dataclass
+class _Dispatcher:
+    scope: CallScopeLike
+    setup: TrainSetup
+    args: Any
+    weight_version: Any
+    runner: GroupRunner
+    cursor: Cursor
+    dispatched: list[int] = field(default_factory=list)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    judged: dict[int, Judged] = field(default_factory=dict)
+    running: dict[asyncio.Task[Judged], int] = field(default_factory=dict)
+    drops: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    async def _group(self, offset: int) -> Judged:
+        run = await self.runner.run(offset, self.setup.order.task_index(offset))
+        return await judge_group(
+            run,
+            offset,
+            self.setup,
+            self.args,
+            self.weight_version,
+            prefix_cache=self.runner.prefix_cache,
+        )
+
+    def dispatch(self, count: int) -> None:
+        offsets, self.cursor = self.cursor.take(count)
+        for offset in offsets:
+            self.dispatched.append(offset)
+            task = self.scope.spawn(self._group(offset), name=f"verifiers-group-{offset}")
+            self.running[task] = offset
+
+    async def run(self) -> Settlement:
+        setup = self.setup
+        while True:
+            settlement = (
+                settle(self.dispatched, self.outcomes, setup.rollout_batch_size)
+                if self.dispatched
+                else None
+            )
+            if settlement is not None:
+                return settlement
+            try:
+                count = tasks_to_dispatch(
+                    self.dispatched,
+                    self.outcomes,
+                    setup.rollout_batch_size,
+                    setup.over_sampling_batch_size,
+                    setup.max_dispatched,
+                )
+            except DispatchBudgetError as error:
+                raise _budget_error(error, self.drops, self.examples) from error
+            if count:
+                self.dispatch(count)
+            if not self.running:  # cannot happen: unsettled means something is pending
+                raise SchedulingError("the rollout is unsettled but no group is running")
+            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=self.running.__getitem__):
+                offset = self.running.pop(task)
+                verdict = task.result()  # raises the setup errors
+                self.judged[offset] = verdict
+                self.outcomes[offset] = verdict.outcome
+                if verdict.outcome is Outcome.DROPPED and verdict.reason:
+                    self.drops[verdict.reason] += 1
+                    if verdict.example_error and verdict.reason not in self.examples:
+                        self.examples[verdict.reason] = verdict.example_error
+                        # Once per reason and call: the rest are counted in the metrics.
+                        logger.warning(
+                            "dropped a group (%s): %s; more such drops this call are counted "
+                            "in rollout/dynamic_filter/drop_%s",
+                            verdict.reason,
+                            verdict.example_error,
+                            verdict.reason,
+                        )
+                    logger.debug(
+                        "dropped group at offset %d: %s (%s)",
+                        offset,
+                        verdict.reason,
+                        verdict.example_error,
+                    )
+
+
+async def train_rollout(
+    scope: CallScopeLike,
+    setup: TrainSetup,
+    args: Any,
+    *,
+    start: Cursor,
+    weight_version: Any,
+    runner: GroupRunner,
+    data_source: Any,
+    prefill_url: Callable[[], str],
+    prefill_sampling: dict[str, Any],
+) -> TrainResult:
+    """Run one training call inside ``scope`` and post-process its groups (Miles' order)."""
+    dispatcher = _Dispatcher(scope, setup, args, weight_version, runner, start)
+    settlement = await dispatcher.run()
+    first_batch = max(setup.rollout_batch_size, setup.over_sampling_batch_size)
+    # Nothing after the cut is needed: stop it now rather than at scope exit.
+    await scope.wind_down()
+
+    accepted = [dispatcher.judged[o] for o in settlement.accepted]
+    # The hooks get each group's samples as one list (siblings included): the same objects
+    # the output nests per rollout, so what they change is what Miles trains.
+    flat_groups = [j.samples for j in accepted]
+    consumed = sorted((*settlement.accepted, *settlement.dropped))
+    all_groups = [dispatcher.judged[o].samples for o in consumed if dispatcher.judged[o].converted]
+
+    setup.hooks.filter_samples(args, flat_groups)
+    setup.hooks.process_all_samples(args, all_groups, data_source)
+    if setup.hooks.prefill_recompute is not None:
+        await setup.hooks.recompute_logprobs(
+            args,
+            [s for g in flat_groups for s in g],
+            url=prefill_url(),
+            sampling_params=prefill_sampling,
+        )
+    groups = training_output([j.group or ConvertedGroup(()) for j in accepted])
+
+    consumed_drops: Counter[str] = Counter(
+        reason for o in settlement.dropped if (reason := dispatcher.judged[o].reason)
+    )
+    traces = [t for j in accepted for t in j.traces]
+    metrics = merge(
+        trace_metrics([summarize_trace(t) for t in traces], TRAIN_PREFIX),
+        sample_metrics(
+            [s for g in flat_groups for s in g],
+            SimpleNamespace(reward_key=setup.reward_key),
+            TRAIN_PREFIX,
+        ),
+        drop_metrics(consumed_drops),
+        scheduling_metrics(
+            first_batch=first_batch,
+            dispatched=len(dispatcher.dispatched),
+            accepted=len(settlement.accepted),
+            dropped=len(settlement.dropped),
+            carried_over=len(settlement.carry_over),
+        ),
+    )
+    return TrainResult(groups, metrics, settlement, dispatcher.cursor)
+
+
+# -- the task stream across calls ---------------------------------------------------------------------
+
+
+class TaskStream:
+    """The training cursor across calls, persisted under ``--save``.
+
+    The first training call reads the saved state (from ``--load`` when it has one, else
+    ``--save``), validated against this run's task stream; every finished call records where
+    the next one starts, notes Miles' newest checkpoint (``latest_checkpointed_iteration.txt``
+    under ``--save``) so its resume point is kept, and writes the state back. A rollout id with
+    no saved start falls back to ``rollout_id * rollout_batch_size`` (exact for a fresh run;
+    after a restart without state tasks may repeat or be skipped), which is logged once.
+    """
+
+    def __init__(
+        self,
+        order: TaskOrder,
+        rollout_batch_size: int,
+        save_dir: str | None,
+        load_dir: str | None = None,
+        *,
+        n_samples_per_prompt: int | None = None,
+        over_sampling_batch_size: int | None = None,
+        plan: CheckpointPlan | None = None,
+    ) -> None:
+        self._order = order
+        self._batch = rollout_batch_size
+        self._save_dir = save_dir
+        self._load_dir = load_dir
+        self._plan = plan or CheckpointPlan()
+        # What this run would write: a saved state must match it to be used.
+        self._identity = SchedulerState.for_order(
+            order,
+            rollout_batch_size=rollout_batch_size,
+            n_samples_per_prompt=n_samples_per_prompt,
+            over_sampling_batch_size=over_sampling_batch_size,
+        )
+        self._state: SchedulerState | None = None
+        self._warned_fallback = False
+
+    @property
+    def state(self) -> SchedulerState | None:
+        return self._state
+
+    @property
+    def identity(self) -> SchedulerState:
+        """The (empty) state this run would write: a saved one must match it."""
+        return self._identity
+
+    def _load(self) -> SchedulerState:
+        for directory in (self._load_dir, self._save_dir):
+            if not directory:
+                continue
+            saved = read_state(directory, expected=self._identity)
+            if saved is not None:
+                logger.info("resuming the Verifiers task stream from %s", state_path(directory))
+                return saved
+        return self._identity
+
+    def start(self, rollout_id: int) -> Cursor:
+        """The cursor rollout ``rollout_id`` starts from."""
+        resuming = self._state is None
+        if self._state is None:
+            self._state = self._load()
+        lookup, self._state = start_rollout(self._state, rollout_id, self._batch, self._plan)
+        if resuming and rollout_id > 0:
+            # Miles resumes only after a checkpoint, so the one before this rollout exists:
+            # keep its start even when latest_checkpointed_iteration.txt names another one.
+            self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
+        if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
+            self._warned_fallback = True
+            where = (
+                f"no saved task-scheduler state for it under --save {self._save_dir}"
+                if self._save_dir
+                else "--save is not set, so no task-scheduler state is kept"
+            )
+            logger.warning(
+                "training rollout %d starts at task offset %d (rollout_id x --rollout-batch-size): "
+                "%s. If this run resumes an earlier one, some tasks may repeat or be skipped.",
+                rollout_id,
+                lookup.cursor.position,
+                where,
+            )
+        return lookup.cursor
+
+    def finish(
+        self, rollout_id: int, cursor_after_dispatch: Cursor, settlement: Settlement
+    ) -> Cursor:
+        """Record (and persist) where rollout ``rollout_id + 1`` starts."""
+        assert self._state is not None, "start() must be called before finish()"
+        following, state = finish_rollout(
+            self._state, rollout_id, cursor_after_dispatch, settlement, self._plan
+        )
+        if self._save_dir:
+            latest = read_latest_checkpoint(self._save_dir)
+            if latest is not None:
+                state = state.note_checkpoint(latest, self._plan)
+            write_state(self._save_dir, state)
+        self._state = state
+        return following
