@@ -3,13 +3,14 @@
 :class:`WorkerHandler` answers protocol requests. It is the same object behind every backend:
 a local child process and a Ray actor (``handle_frame`` takes request bytes and returns reply
 bytes), and the trainer's own process (``handle`` takes the request itself, see
-:mod:`.in_process`). What differs between Verifiers generations (loading, the model client,
-running a group) is a :class:`Generation`: :class:`Generation02` here, ``Generation04`` in
-:mod:`miles_verifiers.episodes.v04.episodes`. Each rollout call gets its own :class:`~miles_verifiers.episodes.v02.calls.CallScope`
-(own environment, transport with the rid prefix the trainer chose for this worker, client),
-keyed by call id and held by one task from entry to exit, so a training and an evaluation call
-on one worker stay apart. Ending a call cancels its leftover episodes and aborts their
-requests on the engines.
+:mod:`miles_verifiers.trainer.backends.in_process`). What differs between Verifiers
+generations (loading, the model client, running a group) is a :class:`Generation`:
+:class:`Generation02` here, ``Generation04`` in :mod:`miles_verifiers.episodes.v04.episodes`.
+Each rollout call gets its own :class:`~miles_verifiers.episodes.v02.calls.CallScope` (own
+environment, transport with the rid prefix the trainer chose for this worker, client), keyed
+by call id and held by one task from entry to exit, so a training and an evaluation call on
+one worker stay apart. Ending a call cancels its leftover episodes and aborts their requests
+on the engines.
 """
 
 from __future__ import annotations
