@@ -13,13 +13,8 @@ import os
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
-from miles_verifiers.cli.kit import find_kit, require_kit
+from miles_verifiers.cli.kit import find_kit
 from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR
-from miles_verifiers.errors import CommandLineError
-
-
-class EmbeddedEngineModelError(CommandLineError, ValueError):
-    """The embedded engine cannot serve the requested model."""
 
 
 def fixture_model_ids() -> tuple[str, ...]:
@@ -35,18 +30,6 @@ def tokenizer_source(hf_checkpoint: str | None, tokenizer_path: str | None) -> s
 
 def is_fixture_model(model: str | None) -> bool:
     return model is not None and model in fixture_model_ids()
-
-
-def require_embeddable(model: str | None) -> str:
-    """The model the embedded engine will serve, or an error naming the alternatives."""
-    require_kit("running without --engine-url (the embedded loopback engine)")
-    if not is_fixture_model(model):
-        raise EmbeddedEngineModelError(
-            f"the embedded loopback engine serves only the fixture models "
-            f"({', '.join(fixture_model_ids())}), not {model!r}. Fix: pass one of them as "
-            "--hf-checkpoint, or --engine-url http://host:port for a real SGLang."
-        )
-    return str(model)
 
 
 def use_fixture_tokenizers(environ: MutableMapping[str, str] | None = None) -> None:

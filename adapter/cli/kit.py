@@ -1,7 +1,7 @@
 """The embedded test kit, found at run time, never imported by name.
 
-Runs without ``--engine-url`` need a loopback engine, offline tokenizers and fixture
-tasksets. Those live in a separate distribution (the test kit), so that installing the
+The dry-run trainer (``rollout``, ``demo``), the loopback engine, offline tokenizers and
+fixture tasksets live in a separate distribution (the test kit), so that installing the
 adapter into a Miles job installs the adapter only. The kit announces itself through the
 ``miles_verifiers.kit`` entry point; the command line asks for it here and, when it is not
 installed, says how to get it or how to do without it.
@@ -9,8 +9,10 @@ installed, says how to get it or how to do without it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, MutableMapping
+import argparse
+import functools
+import sys
+from collections.abc import MutableMapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -51,10 +53,6 @@ class EmbeddedKit(Protocol):
         """Build the offline tokenizers (cached) and point Hugging Face at them in ``environ``."""
         ...
 
-    def serve_engine(self, model: str) -> contextlib.AbstractContextManager[str]:
-        """A loopback engine serving ``model`` for the ``with`` block; yields its base URL."""
-        ...
-
 
 def find_kit() -> EmbeddedKit | None:
     """The installed kit, or None. A broken kit raises: it should not pass silently."""
@@ -78,9 +76,22 @@ def require_kit(purpose: str) -> EmbeddedKit:
     return kit
 
 
-@contextlib.contextmanager
-def embedded_engine(model: str) -> Iterator[str]:
-    """The kit's loopback engine for ``model``; yields its base URL."""
-    kit = require_kit("running without --engine-url (the embedded loopback engine)")
-    with kit.serve_engine(model) as base_url:
-        yield base_url
+def add_kit_only(subparsers: argparse._SubParsersAction, name: str, *, help: str) -> None:
+    """``name`` as a subcommand that only says the kit provides it: whatever follows it on
+    the command line, running it fails with the install hint (exit 2)."""
+    parser = subparsers.add_parser(name, help=f"{help} (with the test kit)", add_help=False)
+    parser.set_defaults(handler=functools.partial(_needs_kit, name))
+    parse_known_args = parser.parse_known_args
+
+    def parse_nothing(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        return parse_known_args([], namespace)  # the real command reads these words
+
+    parser.parse_known_args = parse_nothing  # type: ignore[method-assign, assignment]
+
+
+def _needs_kit(name: str, cli: argparse.Namespace) -> int:
+    error = KitMissingError(f"{name} comes with the embedded test kit. Fix: {INSTALL_HINT}.")
+    sys.stderr.write(f"miles-verifiers {name}: error: {error}\n")
+    return 2

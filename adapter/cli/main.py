@@ -11,15 +11,16 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from miles_verifiers.cli.kit import find_kit
+from miles_verifiers.cli.kit import add_kit_only, find_kit
 
 # Modules that expose ``register(subparsers)``; a subcommand's heavy imports (transformers,
-# verifiers) load only when it runs. The test kit, when installed, adds its own (demo,
-# engine, tokenizers).
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "miles_verifiers.cli.rollout_command",
-    "miles_verifiers.cli.check_command",
-)
+# verifiers) load only when it runs. The test kit, when installed, adds its own (rollout,
+# demo, engine, tokenizers).
+SUBCOMMAND_MODULES: tuple[str, ...] = ("miles_verifiers.cli.check_command",)
+# Kit commands the README teaches: without the kit they stay listed and say what to install.
+KIT_COMMANDS: dict[str, str] = {
+    "rollout": "run Miles training rollouts (and evals) through the Verifiers rollout function",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     kit_modules = kit.subcommand_modules if kit is not None else ()
     for module_name in (*SUBCOMMAND_MODULES, *kit_modules):
         importlib.import_module(module_name).register(subparsers)
+    if kit is None:
+        for name, help in KIT_COMMANDS.items():
+            add_kit_only(subparsers, name, help=help)
     return parser
 
 

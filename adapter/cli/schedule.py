@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,22 +75,3 @@ def plan_calls(
         if interval is not None and (rollout_id + 1) % interval == 0:
             calls.append(PlannedCall("eval", rollout_id))
     return calls
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a run cut short after ``done`` of its planned calls carries on."""
-
-    start_rollout_id: int
-    # The next planned call is an evaluation: the resumed run must evaluate before training.
-    evaluate_first: bool
-
-
-def resume_point(calls: Sequence[PlannedCall], done: int) -> ResumePoint | None:
-    """The resume point after the first ``done`` calls; None when no training call is left
-    (at most the final evaluation is missing)."""
-    rest = calls[done:]
-    next_train = next((call.rollout_id for call in rest if not call.evaluation), None)
-    if next_train is None:
-        return None
-    return ResumePoint(next_train, rest[0].evaluation)

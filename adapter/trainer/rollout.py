@@ -42,12 +42,12 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from miles_verifiers.cli.loop import BackgroundLoop
 from miles_verifiers.episodes.v02.calls import CleanupLimits, new_rid_prefix, rollout_seeds
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol.messages import Description, RendererSpecModel, WorkerSetup
 from miles_verifiers.trainer import construction
 from miles_verifiers.trainer.backends.call import EpisodeBackend, WorkerCallScope
+from miles_verifiers.trainer.background_loop import BackgroundLoop
 from miles_verifiers.trainer.contract.compat import Contract, contract, sample_field_names
 from miles_verifiers.trainer.conversion import BranchPolicy
 from miles_verifiers.trainer.engine_settings import engine_url_from_args, sampling_config_values

@@ -7,8 +7,9 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from miles_verifiers.cli import check_command, rollout_command
+from miles_verifiers.cli import check_command
 from miles_verifiers_testkit import demo_command
+from miles_verifiers_testkit.runner import rollout_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from miles_verifiers.cli.engine import (
+from miles_verifiers_testkit.runner.engine import (
     EngineAddress,
     EngineUrlError,
     parse_engine_url,
@@ -48,7 +48,7 @@ def test_a_loopback_engine_is_checked_directly_despite_a_proxy_setting(
     import socket
     import threading
 
-    from miles_verifiers.cli.engine import require_reachable
+    from miles_verifiers_testkit.runner.engine import require_reachable
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.cli.outputs import leftover_partials
+from miles_verifiers_testkit.runner.outputs import leftover_partials
 from miles_verifiers_testkit.tokenizers import offline_environ
 from tests.runner.runner_support import run_command
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.cli import configs, engine, environment, kit
+from miles_verifiers.cli import configs, environment, kit
 from miles_verifiers.cli import main as cli
 
 
@@ -25,16 +25,17 @@ def test_the_installed_kit_is_found_through_its_entry_point() -> None:
 def test_without_the_kit_the_command_line_offers_only_the_adapter_commands() -> None:
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
 
-    assert sorted(commands) == ["check", "rollout"]
+    assert sorted(commands) == ["check", "rollout"]  # rollout only says what to install
 
 
 @pytest.mark.usefixtures("no_kit")
-def test_without_the_kit_an_embedded_engine_run_says_how_to_get_it() -> None:
-    with (
-        pytest.raises(kit.KitMissingError, match="--engine-url.*pip install"),
-        engine.engine_target(None, "Qwen/Qwen3-0.6B"),
-    ):
-        pass
+def test_without_the_kit_rollout_says_what_to_install(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["rollout", "--config", "mv-arith", "--num-rollout", "2"])
+
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("miles-verifiers rollout: error: rollout comes with the embedded ")
+    assert "pip install miles-verifiers-testkit" in error
 
 
 @pytest.mark.usefixtures("no_kit")

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from miles_verifiers.cli.loop import BackgroundLoop, RolloutCallTimeout, call_rollout_function
+from miles_verifiers.trainer.background_loop import BackgroundLoop, RolloutCallTimeout
+from miles_verifiers_testkit.runner.calling import call_rollout_function
 
 
 def test_a_sync_function_result_is_returned_as_is():

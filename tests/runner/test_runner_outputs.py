@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.cli.outputs import (
+from miles_verifiers_testkit.runner.outputs import (
     OutputPathError,
     OutputWriteError,
     check_output_paths,

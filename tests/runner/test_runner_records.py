@@ -8,14 +8,14 @@ import json
 import math
 from dataclasses import dataclass
 
-from miles_verifiers.cli.records import (
+from miles_verifiers.trainer.contract import Sample
+from miles_verifiers_testkit.runner.records import (
     eval_records,
     flatten_samples,
     jsonable,
     train_records,
     write_lines,
 )
-from miles_verifiers.trainer.contract import Sample
 
 
 def _sample(index: int, reward: float = 1.0) -> Sample:

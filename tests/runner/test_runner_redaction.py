@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.cli.redaction import REDACTED, looks_secret, redact
+from miles_verifiers_testkit.runner.redaction import REDACTED, looks_secret, redact
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from miles_verifiers.cli.resume import resume_words
-from miles_verifiers.cli.schedule import ResumePoint
+from miles_verifiers_testkit.runner.resume import ResumePoint, resume_words
 
 
 def _resume(words: list[str], tmp_path: Path, **kwargs: object) -> list[str]:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.cli.schedule import (
-    PlannedCall,
-    ResumePoint,
-    ScheduleError,
-    plan_calls,
-    resume_point,
-)
+from miles_verifiers.cli.schedule import PlannedCall, ScheduleError, plan_calls
+from miles_verifiers_testkit.runner.resume import ResumePoint, resume_point
 
 
 def _kinds(calls: list[PlannedCall]) -> list[tuple[str, int]]:

@@ -17,15 +17,16 @@ from miles_verifiers.cli.loading import (
     build_rollout_function,
 )
 from miles_verifiers.cli.namespace import build_namespace
-from miles_verifiers.cli.outputs import OutputPathError
-from miles_verifiers.cli.schedule import ResumePoint, plan_calls
-from miles_verifiers.cli.session import (
+from miles_verifiers.cli.schedule import plan_calls
+from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers_testkit.runner.outputs import OutputPathError
+from miles_verifiers_testkit.runner.resume import ResumePoint
+from miles_verifiers_testkit.runner.session import (
     ConstructionError,
     RolloutOutputError,
     RunRequest,
     run_rollouts,
 )
-from miles_verifiers.trainer.contract.compat import contract
 from tests.runner.runner_support import PROBES
 
 SUPPORT = "tests.runner.runner_support"

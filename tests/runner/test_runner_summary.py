@@ -6,8 +6,8 @@ import argparse
 
 from rich.console import Console
 
-from miles_verifiers.cli.summary import RunTally, eval_table, id_ranges, summary_table
 from miles_verifiers.trainer.contract import Sample
+from miles_verifiers_testkit.runner.summary import RunTally, eval_table, id_ranges, summary_table
 
 
 def _sample(reward, *, truncated: bool = False, mask=None, response_length: int = 4) -> Sample:

@@ -1,18 +1,18 @@
-"""Calling a rollout function the way Miles' rollout manager does.
+"""The process-wide event loop Miles runs rollout coroutines on.
 
 Miles calls ``fn(input)`` from a worker thread (``asyncio.to_thread``); a coroutine result is
 run on one process-wide event loop living in a daemon thread, and every call of every rollout
-function shares that loop (§1.3). :class:`BackgroundLoop` is that loop and
-:func:`call_rollout_function` that call, with a timeout so a stuck rollout cannot hang the run.
+function shares that loop (§1.3). :class:`BackgroundLoop` is that loop, with a timeout per
+call so a stuck rollout cannot hang the run; the legacy ``generate_rollout`` path runs its
+calls on one, and the test kit's dry-run trainer does too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self
 
@@ -105,18 +105,3 @@ class BackgroundLoop:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def call_rollout_function(
-    fn: Callable[[Any], Any], call_input: Any, loop: BackgroundLoop, timeout: float | None
-) -> Any:
-    """``fn(call_input)``; a coroutine result runs to completion on ``loop``."""
-    result = fn(call_input)
-    if inspect.isawaitable(result):
-        coroutine = result if inspect.iscoroutine(result) else _await(result)
-        return loop.run(coroutine, timeout)
-    return result
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
