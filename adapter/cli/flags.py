@@ -1,6 +1,7 @@
 """Miles-style command-line flags: the typed ones a user commonly needs, and a passthrough.
 
-The typed flags carry Miles' own spelling, destination and value type, so argparse rejects
+The typed flags (rows of the one flag table, :mod:`miles_verifiers.trainer.miles_flags`, that
+carry a help text) have Miles' own spelling, destination and value type, so argparse rejects
 a bad value (``--rollout-batch-size four``) with the flag's name. Every other flag Miles
 defines goes through :func:`parse_passthrough` and lands on ``args.flag`` unchanged in
 meaning; a flag Miles does not define is refused with the nearest spelling, as Miles' own
@@ -17,14 +18,11 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
 from miles_verifiers.episodes.v02.upstream import known_option_strings
 from miles_verifiers.errors import CommandLineError
-
-FlagKind = Literal["int", "float", "str", "json", "json_object", "true", "false", "ints", "strs"]
+from miles_verifiers.trainer.miles_flags import MILES_FLAG_NAMES, MILES_FLAGS, MilesFlag
 
 # Where parsed passthrough flags are stored on the CLI namespace.
 PASSTHROUGH_DEST = "miles_passthrough"
@@ -39,113 +37,9 @@ class PassthroughError(CommandLineError, ValueError):
     """The free-form part of the command line cannot be read as ``--flag [value ...]`` pairs."""
 
 
-@dataclass(frozen=True)
-class MilesFlag:
-    """One Miles flag: how it is spelled, the ``args`` attribute it sets, its value type."""
-
-    flag: str
-    dest: str
-    kind: FlagKind
-    help: str
-
-    @property
-    def option(self) -> str:
-        return f"--{self.flag}"
-
-
-def _flag(flag: str, kind: FlagKind, help: str, dest: str | None = None) -> MilesFlag:
-    return MilesFlag(flag, dest or flag.replace("-", "_"), kind, help)
-
-
-# The options a user of the Verifiers rollout function typically sets, with Miles' types.
-MILES_FLAGS: tuple[MilesFlag, ...] = (
-    # batch shape and schedule
-    _flag("rollout-batch-size", "int", "task groups per training rollout (Miles requires it)"),
-    _flag("n-samples-per-prompt", "int", "rollouts per training task (Miles default 1)"),
-    _flag(
-        "over-sampling-batch-size",
-        "int",
-        "task groups started per refill (default here: the rollout batch size)",
-    ),
-    _flag("num-rollout", "int", "training rollouts to run (rollout ids start..num-rollout-1)"),
-    _flag("start-rollout-id", "int", "first rollout id (Miles: from the checkpoint, else 0)"),
-    _flag("eval-interval", "int", "evaluate every N rollouts, and once before training"),
-    _flag("skip-eval-before-train", "true", "skip the evaluation before the first rollout"),
-    _flag("n-samples-per-eval-prompt", "int", "rollouts per evaluation task (Miles default 1)"),
-    _flag("rollout-shuffle", "true", "shuffle the taskset order"),
-    _flag("rollout-seed", "int", "seed for shuffling and per-rollout sampling seeds (42)"),
-    # sampling limits
-    _flag("rollout-max-response-len", "int", "max tokens sampled per model turn (required)"),
-    _flag("rollout-max-prompt-len", "int", "cap on a trajectory's first prompt, in tokens"),
-    _flag("rollout-max-context-len", "int", "cap on prompt plus response tokens per request"),
-    _flag("rollout-temperature", "float", "sampling temperature (1.0)"),
-    _flag("rollout-top-p", "float", "nucleus sampling threshold (1.0)"),
-    _flag("rollout-top-k", "int", "top-k sampling, -1 for off (-1)"),
-    _flag("rollout-stop", "strs", "stop strings"),
-    _flag("rollout-stop-token-ids", "ints", "stop token ids, added to the renderer's"),
-    _flag("rollout-skip-special-tokens", "true", "strip special tokens from decoded text"),
-    _flag("eval-temperature", "float", "evaluation temperature (default: training's)"),
-    _flag("eval-top-p", "float", "evaluation top-p (default: training's)"),
-    _flag("eval-top-k", "int", "evaluation top-k (default: training's)"),
-    _flag("eval-max-response-len", "int", "evaluation response cap (default: training's)"),
-    _flag("eval-max-context-len", "int", "evaluation context cap (default: training's)"),
-    _flag("eval-max-prompt-len", "int", "evaluation first-prompt cap (default: none)"),
-    _flag("eval-min-new-tokens", "int", "evaluation minimum new tokens"),
-    _flag(
-        "apply-chat-template-kwargs",
-        "json_object",
-        "chat template switches as a JSON object, e.g. '{\"enable_thinking\": false}'",
-    ),
-    # model and engines
-    _flag("hf-checkpoint", "str", "model id or path; names the renderer and tokenizer"),
-    _flag("sglang-tokenizer-path", "str", "tokenizer to use instead of the checkpoint's"),
-    _flag("sglang-server-concurrency", "int", "in-flight requests per engine (512)"),
-    _flag("rollout-num-gpus", "int", "GPUs for rollout engines (Miles requires it)"),
-    _flag("rollout-num-gpus-per-engine", "int", "GPUs per SGLang engine (1)"),
-    _flag("sglang-router-ip", "str", "router host (normally filled in once engines start)"),
-    _flag("sglang-router-port", "int", "router port (normally filled in once engines start)"),
-    _flag("sglang-router-policy", "str", "router policy, e.g. consistent_hashing"),
-    _flag("use-miles-router", "true", "the router is Miles' own"),
-    _flag(
-        "sglang-enable-deterministic-inference",
-        "true",
-        "send a per-rollout sampling seed (deterministic SGLang)",
-    ),
-    # rewards and filters
-    _flag("reward-key", "str", "key of a dict-shaped reward to train on"),
-    _flag("eval-reward-key", "str", "key of a dict-shaped reward to evaluate on"),
-    _flag("custom-rm-path", "str", "Miles reward function replacing the Verifiers reward"),
-    _flag("rm-type", "str", "Miles rule-based reward model replacing the Verifiers reward"),
-    _flag("group-rm", "true", "score a whole group with one Miles reward call"),
-    _flag("dynamic-sampling-filter-path", "str", "group filter, module.path.function"),
-    _flag("rollout-sample-filter-path", "str", "post-rollout sample filter"),
-    _flag("rollout-all-samples-process-path", "str", "post-rollout hook over all groups"),
-    # run bookkeeping
-    _flag("save", "str", "checkpoint directory (the adapter keeps its task cursor there)"),
-    _flag(
-        "rollout-function-path",
-        "str",
-        "rollout function or class to load (default: miles_verifiers.VerifiersRolloutFn)",
-    ),
-    # options the rollout function refuses; typed so that `check` can name them
-    _flag(
-        "disable-rollout-global-dataset",
-        "false",
-        "do not load Miles' prompt dataset (always set here, as Miles' Verifiers launcher does)",
-        dest="rollout_global_dataset",
-    ),
-    _flag("partial-rollout", "true", "resume unfinished samples later (not supported)"),
-    _flag("multimodal-keys", "json", "multimodal input keys as JSON (not supported)"),
-    _flag("chat-template-path", "str", "custom Jinja chat template (not supported)"),
-    _flag("use-opd", "true", "on-policy distillation (not supported)"),
-    _flag("use-rollout-routing-replay", "true", "routed-expert replay (not supported)"),
-    _flag("use-rollout-indexer-replay", "true", "indexer top-k replay (not supported)"),
-    _flag("multi-lora", "true", "several LoRA adapters at once (not supported)"),
-    _flag("lora-rank", "int", "LoRA rank; > 0 sends requests to the LoRA adapter"),
-    _flag("lora-adapter-path", "str", "initial LoRA adapter"),
-)
-
-MILES_FLAGS_BY_DEST: Mapping[str, MilesFlag] = {f.dest: f for f in MILES_FLAGS}
+# The flags typed here: the table's rows with a help text; every other one passes through.
+TYPED_FLAGS: tuple[MilesFlag, ...] = tuple(row for row in MILES_FLAGS if row.help is not None)
+MILES_FLAGS_BY_DEST: Mapping[str, MilesFlag] = {f.dest: f for f in TYPED_FLAGS}
 
 
 def _json_value(text: str) -> Any:
@@ -177,7 +71,7 @@ _TYPES: Mapping[str, Callable[[str], Any]] = {
 
 
 def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add every :data:`MILES_FLAGS` flag to ``parser`` (in a 'Miles options' group)."""
+    """Add every :data:`TYPED_FLAGS` flag to ``parser`` (in a 'Miles options' group)."""
     group = parser.add_argument_group(
         "Miles options",
         "Spelled and typed as in Miles; any other flag Miles defines (or one named with "
@@ -185,7 +79,7 @@ def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
         "args.flag (dashes become underscores; a value is read as JSON when it parses, else "
         "as text; a bare flag is True, a bare --disable-x sets x to False).",
     )
-    for spec in MILES_FLAGS:
+    for spec in TYPED_FLAGS:
         common: dict[str, Any] = {
             "dest": spec.dest,
             "default": argparse.SUPPRESS,

@@ -88,7 +88,7 @@ def add_kit_only(subparsers: argparse._SubParsersAction, name: str, *, help: str
     ) -> tuple[argparse.Namespace, list[str]]:
         return parse_known_args([], namespace)  # the real command reads these words
 
-    parser.parse_known_args = parse_nothing  # type: ignore[method-assign, assignment]
+    parser.parse_known_args = parse_nothing
 
 
 def _needs_kit(name: str, cli: argparse.Namespace) -> int:

@@ -22,17 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers.errors import CommandLineError
+from miles_verifiers.trainer.miles_flags import MILES_FLAGS
 from miles_verifiers.trainer.options import miles_defaults
 
-# Attributes Miles' training loop reads to schedule rollout and eval calls (§1.3); not in the
-# adapter's defaults table because the adapter itself never reads them.
+# Miles' defaults for the attributes its training loop reads to schedule rollout and eval calls
+# (§1.3): the flag table's rows that the options model, hence the adapter, never reads.
 SCHEDULE_DEFAULTS: Mapping[str, Any] = {
-    "start_rollout_id": None,
-    "skip_eval_before_train": False,
-    "eval_prompt_data": None,
-    "sglang_router_ip": None,
-    "sglang_router_port": None,
-    "rollout_function_path": None,
+    row.dest: row.default for row in MILES_FLAGS if row.field is None
 }
 
 # Miles' Verifiers launcher always turns the global dataset off: tasks come from the taskset.

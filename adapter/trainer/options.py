@@ -3,11 +3,11 @@ reads from Miles' ``args``.
 
 :class:`MilesOptions` is built once, at construction, from an ``argparse.Namespace``-like object
 (anything with attributes; an attribute it lacks takes Miles' own default, so a hand-built
-namespace behaves like a parsed Miles command line). Each field comes from one Miles flag,
-listed in :data:`FLAGS`, and every rejection names that flag and its fix; all of them are
-reported at once. Later code, the transport settings included, reads the validated values and
-checks none of them again. Only runtime fields that Miles fills in after construction (router
-address, worker list) are read live from ``args``.
+namespace behaves like a parsed Miles command line). Each field comes from one Miles flag, a
+row of the flag table (:mod:`.miles_flags`), and every rejection names that flag and its fix;
+all of them are reported at once. Later code, the transport settings included, reads the
+validated values and checks none of them again. Only runtime fields that Miles fills in after
+construction (router address, worker list) are read live from ``args``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from miles_verifiers.engine.settings import MAX_STOP_STRINGS
 from miles_verifiers.errors import SetupError
+from miles_verifiers.trainer.miles_flags import MILES_FLAGS
 
 # Router policies under which requests must carry a routing key (one trajectory, one engine).
 KEYED_ROUTER_POLICIES = frozenset({"consistent_hashing", "manual"})
@@ -80,75 +81,14 @@ def options_error(problems: Sequence[OptionProblem]) -> OptionsError:
 
 # -- the field-to-flag map ---------------------------------------------------------------------
 
-# Every field of MilesOptions -> the Miles flag that sets it; every rejection names its flag
-# from here. The field is read from the Miles attribute of its own name, or the one in
-# _ATTRIBUTES.
+# Every field of MilesOptions -> the Miles flag that sets it, from the one flag table; every
+# rejection names its flag from here. A field is read from the Miles attribute of its own
+# name, or the one in _ATTRIBUTES.
 FLAGS: Mapping[str, str] = MappingProxyType(
-    {
-        "rollout_global_dataset": "--disable-rollout-global-dataset",  # a store_false flag
-        "partial_rollout": "--partial-rollout",
-        "multimodal_keys": "--multimodal-keys",
-        "chat_template_path": "--chat-template-path",
-        "use_opd": "--use-opd",
-        "use_rollout_routing_replay": "--use-rollout-routing-replay",
-        "use_rollout_indexer_replay": "--use-rollout-indexer-replay",
-        "multi_lora": "--multi-lora",
-        "rollout_max_response_len": "--rollout-max-response-len",
-        "rollout_batch_size": "--rollout-batch-size",
-        "n_samples_per_prompt": "--n-samples-per-prompt",
-        "n_samples_per_eval_prompt": "--n-samples-per-eval-prompt",
-        "sglang_server_concurrency": "--sglang-server-concurrency",
-        "over_sampling_batch_size": "--over-sampling-batch-size",
-        "save_interval": "--save-interval",
-        "rollout_num_gpus_per_engine": "--rollout-num-gpus-per-engine",
-        "rollout_num_gpus": "--rollout-num-gpus",
-        "apply_chat_template_kwargs": "--apply-chat-template-kwargs",
-        "rollout_temperature": "--rollout-temperature",
-        "rollout_top_p": "--rollout-top-p",
-        "rollout_top_k": "--rollout-top-k",
-        "eval_temperature": "--eval-temperature",
-        "eval_top_p": "--eval-top-p",
-        "eval_top_k": "--eval-top-k",
-        "eval_max_response_len": "--eval-max-response-len",
-        # Miles has no flag for the training minimum; only a hand-set attribute can carry one.
-        "rollout_min_new_tokens": "args.rollout_min_new_tokens",
-        "eval_min_new_tokens": "--eval-min-new-tokens",
-        "deterministic_inference": "--sglang-enable-deterministic-inference",
-        "rollout_seed": "--rollout-seed",
-        "rollout_max_context_len": "--rollout-max-context-len",
-        "eval_max_context_len": "--eval-max-context-len",
-        "rollout_max_prompt_len": "--rollout-max-prompt-len",
-        "eval_max_prompt_len": "--eval-max-prompt-len",
-        "rollout_stop": "--rollout-stop",
-        "rollout_stop_token_ids": "--rollout-stop-token-ids",
-        "rollout_skip_special_tokens": "--rollout-skip-special-tokens",
-        "sglang_tokenizer_path": "--sglang-tokenizer-path",
-        "hf_checkpoint": "--hf-checkpoint",
-        "rollout_shuffle": "--rollout-shuffle",
-        "reward_key": "--reward-key",
-        "eval_reward_key": "--eval-reward-key",
-        "dynamic_sampling_filter_path": "--dynamic-sampling-filter-path",
-        "rollout_sample_filter_path": "--rollout-sample-filter-path",
-        "rollout_all_samples_process_path": "--rollout-all-samples-process-path",
-        "group_rm": "--group-rm",
-        "custom_rm_path": "--custom-rm-path",
-        "rm_type": "--rm-type",
-        "use_miles_router": "--use-miles-router",
-        "sglang_router_policy": "--sglang-router-policy",
-        "recompute_logprobs_via_prefill": "--recompute-logprobs-via-prefill",
-        "num_rollout": "--num-rollout",
-        "eval_interval": "--eval-interval",
-        "lora_rank": "--lora-rank",
-        "lora_adapter_path": "--lora-adapter-path",
-        "lora_train_only": "--lora-train-only",
-        "save_dir": "--save",
-        "load_dir": "--load",
-    }
+    {row.field: row.option for row in MILES_FLAGS if row.field is not None}
 )
 _ATTRIBUTES = {
-    "deterministic_inference": "sglang_enable_deterministic_inference",
-    "save_dir": "save",
-    "load_dir": "load",
+    row.field: row.dest for row in MILES_FLAGS if row.field is not None and row.field != row.dest
 }
 
 

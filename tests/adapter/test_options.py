@@ -7,7 +7,7 @@ import argparse
 import pytest
 from pydantic import ValidationError
 
-from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
+from miles_verifiers.trainer.miles_flags import MILES_FLAG_NAMES
 from miles_verifiers.trainer.options import (
     FLAGS,
     InvalidOptionsError,

@@ -165,8 +165,9 @@ def test_passthrough_flag_with_underscores_is_refused_with_the_dashed_spelling()
         parse_passthrough(["--kl_coef", "0.1"])
 
 
-def test_every_typed_flag_is_one_miles_defines():
-    from miles_verifiers.cli.flags import MILES_FLAGS
-    from miles_verifiers.cli.miles_flag_names import MILES_FLAG_NAMES
+def test_each_miles_flag_is_one_row_of_the_table():
+    from miles_verifiers.trainer.miles_flags import MILES_FLAGS
 
-    assert {spec.flag for spec in MILES_FLAGS} <= MILES_FLAG_NAMES
+    flags = [row.flag for row in MILES_FLAGS if row.flag is not None]
+    dests = [row.dest for row in MILES_FLAGS]
+    assert (len(flags), len(dests)) == (len(set(flags)), len(set(dests)))
