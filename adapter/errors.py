@@ -131,3 +131,25 @@ def is_unsupported_request(error: Any) -> bool:
     """True for an exception or recorded trace error that is the episode side's refusal of a
     request the token path cannot serve (a setup problem, not a failed episode)."""
     return recorded_error_code(error) == UNSUPPORTED_REQUEST_CODE
+
+
+def describe_error(error: BaseException | Any) -> str:
+    """``Type: message`` for an exception or a recorded error (anything with ``type`` and
+    ``message``, as a trace or an episode records it), on one line."""
+    kind = getattr(error, "type", None) or type(error).__name__
+    message = getattr(error, "message", None)
+    if message is None:
+        message = str(error)
+    line = " ".join(str(message).split())
+    return f"{kind}: {line[:500]}"
+
+
+def abort_failures(report: Any, whose: str) -> str | None:
+    """One line naming the abort posts of ``report`` that failed (the first few, with their
+    reasons), or None when all went through; each side logs it as a warning."""
+    if report.ok:
+        return None
+    return (
+        f"aborting {whose} failed on {len(report.failures)} of {report.posted} worker posts: "
+        + "; ".join(f"{url} {reason}" for url, _, reason in report.failures[:3])
+    )

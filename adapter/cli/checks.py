@@ -18,6 +18,7 @@ from typing import Any
 from miles_verifiers.engine.routers import RouterKind
 from miles_verifiers.protocol.versions import trainer_versions
 from miles_verifiers.trainer import construction
+from miles_verifiers.trainer.backends.setup import choose_episode_side
 from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers.trainer.options import SamplingOptions
 
@@ -99,7 +100,7 @@ def check_construction(
         environ=environ,
         use_miles=contract().source == "miles",
         dispatch_budget_factor=settings.dispatch_budget_factor,
-        episode_python=settings.episode_python,
+        episodes=choose_episode_side(settings, describe_only=True),
         renderer_pool_size=settings.renderer_pool_size,
     )
     if any(p.stage == "config" for p in known_problems):

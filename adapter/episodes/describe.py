@@ -2,10 +2,12 @@
 
 Construction checks what only a loaded taskset can tell (the config is valid, the taskset loads
 and is not empty, its prompts are text, whether it scores groups, the tokenizer loads) on the
-side that runs the episodes, so the trainer side never imports Verifiers or Renderers when the
-episodes run elsewhere. In-process, :func:`describe_loaded` describes the taskset the rollout
-function loaded itself; for workers, :func:`main`, in a process the workers' template forks
-(:mod:`miles_verifiers.episodes.template`), answers one :class:`DescribeRequest` read from stdin.
+side that runs the episodes, so the trainer side never imports Verifiers or Renderers. Every
+backend asks the same way, with a :class:`DescribeRequest` the worker handler answers: for
+workers :func:`main`, in a process the workers' template forks
+(:mod:`miles_verifiers.episodes.template`), answers one read from stdin; in the trainer's own
+process the handler answers it there (:func:`load_and_describe`, keeping what it loaded for the
+setup that follows).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import os
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,36 +59,40 @@ def describe_loaded(
 
 def load_config_and_taskset(config_path: str, config_text: str) -> tuple[Any, Any]:
     """The validated config and the loaded taskset, from the config's text."""
-    from miles_verifiers.episodes.v02.config import (
-        env_config_from_data,
-        load_taskset,
-        parse_config_text,
-    )
+    from miles_verifiers.episodes.v02.config import env_config_from_data, load_taskset
+    from miles_verifiers.protocol.config_file import parse_config_text
 
     path = Path(config_path)
     config = env_config_from_data(parse_config_text(config_text, path), path)
     return config, load_taskset(config)
 
 
-def describe(request: DescribeRequest) -> Description:
-    """Load the taskset and one renderer as the workers will, and describe them."""
+def load_and_describe(
+    request: DescribeRequest, vocab_size_of: Callable[[Any], int | None]
+) -> tuple[Description, Any, Any]:
+    """Load the config, the taskset and a renderer as the workers will, and describe them;
+    also returns the config and the taskset loaded. ``vocab_size_of`` loads the renderer of a
+    ``RendererSpec`` and returns its vocabulary size."""
     from miles_verifiers.versions import require_supported_versions
 
     # This side's Verifiers is the one that runs the episodes: check it before importing it.
     require_supported_versions()
-    from miles_verifiers.episodes.v02.clients import (
-        RendererSpec,
-        identify_renderer,
-        load_one_renderer,
-    )
+    from miles_verifiers.episodes.v02.clients import RendererSpec, identify_renderer
 
     config, loaded = load_config_and_taskset(request.config_path, request.config_text)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
     vocab_size = None
     if request.renderer is not None:
         spec = RendererSpec(**{**request.renderer.model_dump(), "identity": identity})
-        vocab_size = load_one_renderer(spec)
-    return describe_loaded(config, loaded, identity, vocab_size)
+        vocab_size = vocab_size_of(spec)
+    return describe_loaded(config, loaded, identity, vocab_size), config, loaded
+
+
+def describe(request: DescribeRequest) -> Description:
+    """The description a one-shot describe step gives: it loads one renderer, not a pool."""
+    from miles_verifiers.episodes.v02.clients import load_one_renderer
+
+    return load_and_describe(request, load_one_renderer)[0]
 
 
 def main() -> None:

@@ -22,12 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from miles_verifiers.episodes.describe import describe, installed_versions, load_config_and_taskset
+from miles_verifiers.episodes.describe import (
+    describe,
+    installed_versions,
+    load_and_describe,
+    load_config_and_taskset,
+)
 from miles_verifiers.episodes.v02.calls import (
     CallScope,
     CleanupLimits,
     EnvironmentPool,
-    GroupRun,
+    EpisodeRun,
     run_group,
 )
 from miles_verifiers.errors import RolloutCallError
@@ -157,17 +162,53 @@ def assemble(setup: WorkerSetup, config: Any, loaded: Any, renderer_pool: Any) -
     )
 
 
+@dataclass(frozen=True)
+class _Described:
+    """What a describe step loaded, kept for the setup that follows in the same process."""
+
+    config_path: str
+    config_text: str
+    config: Any
+    loaded: Any
+
+
 @dataclass
 class Generation02:
-    """Verifiers 0.2.0: ``Environment`` groups, the project's own ``TrainClient``."""
+    """Verifiers 0.2.0: ``Environment`` groups, the project's own ``TrainClient``.
+
+    ``keeps_described``: the setup follows the describe step in this same process (the
+    trainer's own), so describing builds the process-wide renderer pool rather than one
+    renderer, and the config and taskset it loaded serve the setup instead of being loaded
+    again.
+    """
 
     builder: Callable[[WorkerSetup], Any] = build
+    keeps_described: bool = False
+    _described: _Described | None = None
 
     def build(self, setup: WorkerSetup) -> Any:
-        return self.builder(setup)
+        from miles_verifiers.episodes.v02.clients import shared_renderer_pool
+
+        kept, self._described = self._described, None
+        if kept is None or (kept.config_path, kept.config_text) != (
+            setup.config_path,
+            setup.config_text,
+        ):
+            return self.builder(setup)
+        check_task_count(setup, len(kept.loaded.tasks))
+        pool = shared_renderer_pool(renderer_spec(setup))
+        return assemble(setup, kept.config, kept.loaded, pool)
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
-        return describe(request)
+        if not self.keeps_described:
+            return describe(request)
+        from miles_verifiers.episodes.v02.clients import shared_renderer_pool
+
+        described, config, loaded = load_and_describe(
+            request, lambda spec: shared_renderer_pool(spec).vocab_size
+        )
+        self._described = _Described(request.config_path, request.config_text, config, loaded)
+        return described
 
     def open_call(self, built: Built02, start: CallStart, transport: Any) -> tuple[Any, str]:
         from miles_verifiers.episodes.v02.clients import MilesTrainClient
@@ -178,7 +219,7 @@ class Generation02:
         pass
 
     async def run_group(self, built: Built02, call: OpenCall, request: GroupRequest) -> GroupResult:
-        run: GroupRun = await run_group(
+        run: EpisodeRun = await run_group(
             call.scope.environment,
             built.tasks[request.task_index],
             _contexts(call, request.sampling),
@@ -229,15 +270,21 @@ def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
 class WorkerHandler:
     """Answers one worker's requests; every call it serves is keyed by its call id.
 
-    ``generation`` defaults to the installed Verifiers' (:func:`installed_generation`);
-    ``built``: already set up (in the trainer's process), no setup message needed.
+    ``generation`` defaults to the installed Verifiers' (:func:`installed_generation`).
     """
 
-    def __init__(self, generation: Generation | None = None, built: Any = None) -> None:
+    def __init__(self, generation: Generation | None = None) -> None:
         self._generation = generation if generation is not None else installed_generation()
-        self._built = built
+        self._built: Any = None
         self._calls: dict[str, OpenCall] = {}
         self._router_drops_warned: set[str] = set()  # warned once per worker
+
+    @classmethod
+    def in_trainer_process(cls) -> WorkerHandler:
+        """The handler the in-process backend runs. Verifiers 0.2.0 is the one generation the
+        trainer's own interpreter may run (its describe step refuses any other version, naming
+        the worker interpreter as the way out); what describing loads serves the setup."""
+        return cls(Generation02(keeps_described=True))
 
     async def handle_frame(self, data: bytes) -> bytes:
         """Request bytes in, reply bytes out (never raises for a bad request)."""

@@ -62,12 +62,15 @@ class _Message(BaseModel):
 
 
 class CleanupSpec(_Message):
-    """Seconds each wind-down step of a call may take on the worker (see ``CleanupLimits``)."""
+    """Seconds each wind-down step of a call may take: on the trainer (its backstop aborts) and
+    on the worker (see the episode side's ``CleanupLimits``)."""
 
-    abort_s: float
-    grace_s: float
-    shutdown_s: float
-    handler_s: float
+    abort_s: float = 10.0
+    grace_s: float = 10.0
+    shutdown_s: float = 15.0
+    # How long the environment's interception servers wait for request handlers that are
+    # still running when the call ends (they belong to cancelled rollouts by then).
+    handler_s: float = 1.0
 
 
 class RendererSpecModel(_Message):

@@ -8,37 +8,29 @@ stages, and returns the problems it found plus products of its own. The table is
 - :func:`survey`, by ``miles-verifiers check``: every stage whose inputs exist, so that
   independent problems (an option, a hook path, the config file) are all reported at once.
 
-The order: installed versions, Miles options (one validated model, the engine's limits and
-the tokenizer included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file,
-the taskset, ``@group_reward`` sample counts, a Verifiers 0.4 environment's seats and runtimes
+The order: Miles options (one validated model, the engine's limits and the tokenizer
+included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file, the taskset,
+``@group_reward`` sample counts, a Verifiers 0.4 environment's seats and runtimes
 (:mod:`miles_verifiers.trainer.seats`), and the sampling seeds the run will send.
-Verifiers is imported lazily by the config stages, so a wrong verifiers version is reported by
-the first stage instead of surfacing as an import error.
 
-What needs the taskset loaded comes from the episode side's :class:`Description`: in-process
-the taskset is loaded here and described; when the episodes run in workers (``episode_python``
-names their interpreter) a process of that interpreter describes it, and this side never
-imports Verifiers or Renderers (nor checks their versions: the workers' own are what count).
+What needs the taskset loaded comes from the episode side's :class:`Description`, asked of the
+``episodes`` input (chosen once from the settings: this process, local workers or Ray actors,
+see :mod:`miles_verifiers.trainer.backends.setup`) with the same request whichever it is. The
+episode side checks its own Verifiers and Renderers versions as it answers, loads the config
+and the taskset, and the tokenizer; this side never imports any of them.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from miles_verifiers.engine.routers import RouterKind
-from miles_verifiers.episodes.v02.config import (
-    ConfigError,
-    check_group_reward_sample_counts,
-    config_path_from_env,
-    load_env_config,
-    load_taskset,
-    read_config_file,
-)
 from miles_verifiers.errors import SetupError
+from miles_verifiers.protocol.config_file import ConfigError, config_path_from_env, read_config_file
+from miles_verifiers.protocol.messages import DescribeRequest, RendererSpecModel
 from miles_verifiers.trainer.engine_settings import (
     build_transport_settings,
     router_drop_warning,
@@ -56,12 +48,6 @@ from miles_verifiers.trainer.options import (
 )
 from miles_verifiers.trainer.scheduling import default_dispatch_budget
 from miles_verifiers.trainer.seats import SeatSetupError, seat_problems
-from miles_verifiers.versions import (
-    SUPPORTED_VERSIONS,
-    UnsupportedVersionError,
-    check_versions,
-    installed_versions,
-)
 
 Products = Mapping[str, Any]
 
@@ -94,18 +80,6 @@ class Stage:
 
 
 # -- the stages --------------------------------------------------------------------------------
-
-
-def _versions(given: Products) -> StageResult:
-    if given["episode_python"] is not None:
-        return StageResult({"versions": {}})  # the workers report theirs
-    rules = SUPPORTED_VERSIONS
-    installed = installed_versions([r.distribution for r in rules], given["version_of"])
-    problems = check_versions(installed, rules)
-    if problems:
-        return _failed(UnsupportedVersionError(problems), [p.describe() for p in problems])
-    versions = {name: found for name, found in installed.items() if found is not None}
-    return StageResult({"versions": versions})
 
 
 def _options(given: Products) -> StageResult:
@@ -153,19 +127,14 @@ def router_warnings(options: MilesOptions) -> tuple[str, ...]:
 def _config(given: Products) -> StageResult:
     try:
         path = config_path_from_env(given["environ"])
-        if given["episode_python"] is not None:
-            read_config_file(path)  # readable TOML; the episode side validates the rest
-            return StageResult({"config_path": path, "config": None})
-        config = load_env_config(path)
+        read_config_file(path)  # readable TOML; the episode side validates the rest
     except ConfigError as error:
         return _failed(error)
-    return StageResult({"config_path": path, "config": config})
+    return StageResult({"config_path": path})
 
 
-def _renderer_spec(given: Products) -> Any:
+def _renderer_spec(given: Products) -> RendererSpecModel | None:
     """The renderer pool's spec without its identity (found where Renderers is installed)."""
-    from miles_verifiers.protocol.messages import RendererSpecModel
-
     options: MilesOptions = given["options_view"]
     if not options.tokenizer_source:
         return None  # the options stage reports it; the taskset is described without a renderer
@@ -181,44 +150,51 @@ def _renderer_spec(given: Products) -> Any:
 
 def _taskset(given: Products) -> StageResult:
     """Describe the taskset on the episode side; also the renderer spec, now with its identity."""
-    python = given["episode_python"]
     options: MilesOptions | None = given.get("options_view")
     renderer = _renderer_spec(given) if options is not None else None
+    path = given["config_path"]
+    request = DescribeRequest(
+        config_path=str(path),
+        config_text=path.read_text(encoding="utf-8"),
+        renderer=renderer,
+        hf_checkpoint=options.hf_checkpoint if options is not None else None,
+        tokenizer_path=options.sglang_tokenizer_path if options is not None else None,
+    )
     try:
-        if python is None:
-            from miles_verifiers.episodes.describe import describe_loaded
-            from miles_verifiers.episodes.v02.clients import identify_renderer
-
-            loaded = load_taskset(given["config"])
-            identity = (
-                identify_renderer(options.hf_checkpoint, options.sglang_tokenizer_path)
-                if options is not None
-                else None
-            )
-            described = describe_loaded(given["config"], loaded, identity, vocab_size=None)
-            products: dict[str, Any] = {"taskset": loaded, "description": described}
-        elif options is None:
-            return StageResult()  # the options stage reports why there are none
-        else:
-            from miles_verifiers.protocol.messages import DescribeRequest
-            from miles_verifiers.trainer.backends.setup import describe_elsewhere
-
-            path = given["config_path"]
-            request = DescribeRequest(
-                config_path=str(path),
-                config_text=path.read_text(encoding="utf-8"),
-                renderer=renderer,
-                hf_checkpoint=options.hf_checkpoint,
-                tokenizer_path=options.sglang_tokenizer_path,
-            )
-            template = given.get("episode_template")
-            products = {"description": describe_elsewhere(python, request, template)}
+        described = given["episodes"].describe(request)
     except SetupError as error:
         return _failed(error)
+    products: dict[str, Any] = {"description": described}
     if renderer is not None:
-        identity = products["description"].renderer_identity
-        products["renderer"] = renderer.model_copy(update={"identity": identity})
+        products["renderer"] = renderer.model_copy(update={"identity": described.renderer_identity})
     return StageResult(products)
+
+
+class GroupRewardSampleCountError(ConfigError):
+    """``@group_reward`` tasks need at least two rollouts per task; ``flags`` names the counts."""
+
+    def __init__(self, message: str, *, flags: Sequence[str], fix: str) -> None:
+        self.flags = list(flags)
+        super().__init__(message, field=", ".join(self.flags), fix=fix)
+
+
+def check_group_reward_sample_counts(group_reward: bool, options: MilesOptions) -> None:
+    """``@group_reward`` compares a task's rollouts, so each mode in use needs >= 2 of them."""
+    if not group_reward:
+        return
+    short: list[str] = []
+    if options.train_enabled and options.n_samples_per_prompt < 2:
+        short.append(f"--n-samples-per-prompt (is {options.n_samples_per_prompt})")
+    if options.eval_enabled and options.n_samples_per_eval_prompt < 2:
+        short.append(f"--n-samples-per-eval-prompt (is {options.n_samples_per_eval_prompt})")
+    if short:
+        flags = [entry.split(" ", 1)[0] for entry in short]
+        raise GroupRewardSampleCountError(
+            "the taskset's tasks define @group_reward scorers, which rank the rollouts of one "
+            f"task against each other and need at least 2 of them: {', '.join(short)}.",
+            flags=flags,
+            fix=f"pass {' and '.join(f'{flag} 2' for flag in flags)} or more.",
+        )
 
 
 def _group_reward(given: Products) -> StageResult:
@@ -279,12 +255,11 @@ def _seeds(given: Products) -> StageResult:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("versions", ("version_of", "episode_python"), _versions, halts=True),
     Stage("options", ("args",), _options),
     Stage("hooks", ("options_view", "use_miles"), _hooks),
     Stage("transport", ("options", "args"), _transport),
-    Stage("config", ("environ", "episode_python"), _config),
-    Stage("taskset", ("config", "renderer_pool_size"), _taskset),
+    Stage("config", ("environ",), _config),
+    Stage("taskset", ("config_path", "episodes", "renderer_pool_size"), _taskset),
     Stage("group reward", ("description", "options"), _group_reward),
     Stage("seats", ("description", "options"), _seats),
     Stage("seeds", ("description", "options", "dispatch_budget_factor"), _seeds),
@@ -305,22 +280,18 @@ def inputs(
     environ: Mapping[str, str] | None = None,
     use_miles: bool,
     dispatch_budget_factor: int,
-    version_of: Callable[[str], str] = importlib.metadata.version,
-    episode_python: str | None = None,
-    episode_template: Any = None,
+    episodes: Any,
     renderer_pool_size: int = 2,
 ) -> dict[str, Any]:
-    """The named inputs the table reads (``environ`` None means ``os.environ``;
-    ``episode_python`` None means the episodes run in this process; ``episode_template``, the
-    workers' template, forks the describe step, else a template of its own does)."""
+    """The named inputs the table reads (``environ`` None means ``os.environ``; ``episodes``
+    is the episode side that describes the taskset, a
+    :class:`~miles_verifiers.trainer.backends.setup.EpisodeSide`)."""
     return {
         "args": args,
         "environ": environ,
         "use_miles": use_miles,
         "dispatch_budget_factor": dispatch_budget_factor,
-        "version_of": version_of,
-        "episode_python": episode_python,
-        "episode_template": episode_template,
+        "episodes": episodes,
         "renderer_pool_size": renderer_pool_size,
     }
 

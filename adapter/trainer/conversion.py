@@ -319,7 +319,6 @@ def trace_to_samples(
     sample_cls: type | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
-    prefix_cache: Callable[[str], Any] | None = None,
 ) -> list[Any]:
     """The samples for ``trace``: empty when it has nothing to train (no model turn was
     committed, e.g. an overlong first prompt), which the caller should treat as an empty trace.
@@ -359,7 +358,6 @@ def trace_to_samples(
                 extra_metadata=extra_metadata,
                 branch_info=branch_info,
                 is_abort=is_abort,
-                prefix_cache=prefix_cache,
             )
         )
     return made
@@ -376,7 +374,6 @@ def trace_to_sample(
     sample_cls: type | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
-    prefix_cache: Callable[[str], Any] | None = None,
 ) -> Any | None:
     """One sample standing for the whole trace (an evaluation entry), or None when it has no
     branch. ``reject`` refuses several branches; ``siblings`` takes the last trainable branch
@@ -403,7 +400,6 @@ def trace_to_sample(
         extra_metadata=extra_metadata,
         branch_info={"branch": {"graph_branches": len(branches)}} if len(branches) > 1 else {},
         is_abort=is_abort,
-        prefix_cache=prefix_cache,
     )
 
 
@@ -421,7 +417,6 @@ def _branch_sample(
     extra_metadata: Mapping[str, Any] | None,
     branch_info: Mapping[str, Any],
     is_abort: Callable[[Any], bool],
-    prefix_cache: Callable[[str], Any] | None,
 ) -> Any:
     cls = sample_cls if sample_cls is not None else contract().Sample
     task = trace.task
@@ -460,8 +455,7 @@ def _branch_sample(
         status=sample_status(trace, cast(Any, cls).Status, is_abort),
         metadata=metadata,
     )
-    if prefix_cache is not None:
-        record_prefix_cache(sample, prefix_cache(trace.id))
+    record_prefix_cache(sample, trace.prefix_cache)
     sample.validate()
     return sample
 
@@ -540,7 +534,6 @@ def convert_group(
     sample_cls: type | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
     is_abort: Callable[[Any], bool] = looks_like_engine_abort,
-    prefix_cache: Callable[[str], Any] | None = None,
 ) -> ConvertedGroup:
     """Convert one task's traces; the i-th trace gets ``index = first_index + i`` (and, with
     ``siblings``, the same ``rollout_id``).
@@ -561,7 +554,6 @@ def convert_group(
                     sample_cls=sample_cls,
                     extra_metadata=extra_metadata,
                     is_abort=is_abort,
-                    prefix_cache=prefix_cache,
                 )
             )
             for position, trace in enumerate(traces)

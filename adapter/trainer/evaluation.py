@@ -41,8 +41,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from miles_verifiers.episodes.v02.calls import GroupRun, GroupRunner, describe_error, gather_bounded
-from miles_verifiers.errors import is_unsupported_request
+from miles_verifiers.errors import describe_error, is_unsupported_request
 from miles_verifiers.protocol.records import TaskRecord, TraceRecord, serialize_prompt
 from miles_verifiers.trainer.contract.compat import build_sample
 from miles_verifiers.trainer.conversion import (
@@ -55,6 +54,7 @@ from miles_verifiers.trainer.conversion import (
     trace_reward,
     trace_to_sample,
 )
+from miles_verifiers.trainer.groups import GroupRun, GroupRunner, gather_bounded
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     TRAIN_PREFIX,
@@ -162,7 +162,6 @@ def group_entries(
     position: int,
     setup: EvalSetup,
     weight_version: Any,
-    prefix_cache: Callable[[str], Any] | None = None,
 ) -> list[EvalEntry]:
     """One entry per requested rollout of one task (raises only for multi-branch traces under
     the ``reject`` branch policy; under ``siblings`` the entry holds the last trainable branch)."""
@@ -200,7 +199,6 @@ def group_entries(
                 reward_key=None,
                 weight_version=weight_version,
                 sample_cls=setup.sample_cls,
-                prefix_cache=prefix_cache,
             )
         except MultipleBranchesError:
             raise
@@ -274,7 +272,6 @@ async def evaluate(
                 position,
                 setup,
                 weight_version,
-                prefix_cache=runner.prefix_cache,
             )
             scored = [e.sample for e in entries if not e.empty]
             if setup.hooks.reward_model is not None and scored:

@@ -42,16 +42,21 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from miles_verifiers.episodes.v02.calls import CleanupLimits, new_rid_prefix, rollout_seeds
 from miles_verifiers.errors import SetupError
-from miles_verifiers.protocol.messages import Description, RendererSpecModel, WorkerSetup
+from miles_verifiers.protocol.messages import (
+    CleanupSpec,
+    Description,
+    RendererSpecModel,
+)
 from miles_verifiers.trainer import construction
 from miles_verifiers.trainer.backends.call import EpisodeBackend, WorkerCallScope
+from miles_verifiers.trainer.backends.setup import EpisodeSide, choose_episode_side, worker_setup
 from miles_verifiers.trainer.background_loop import BackgroundLoop
 from miles_verifiers.trainer.contract.compat import Contract, contract, sample_field_names
 from miles_verifiers.trainer.conversion import BranchPolicy
 from miles_verifiers.trainer.engine_settings import engine_url_from_args, sampling_config_values
 from miles_verifiers.trainer.evaluation import EvalSetup, evaluate
+from miles_verifiers.trainer.groups import new_rid_prefix, rollout_seeds
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.options import MilesOptions
 from miles_verifiers.trainer.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
@@ -153,12 +158,12 @@ class AdapterSettings(BaseSettings):
             raise SettingsError(f"invalid miles-verifiers setting(s): {problems}.") from error
 
     @property
-    def cleanup(self) -> CleanupLimits:
-        return CleanupLimits(
-            self.abort_timeout_s,
-            self.cleanup_grace_s,
-            self.shutdown_timeout_s,
-            self.handler_grace_s,
+    def cleanup(self) -> CleanupSpec:
+        return CleanupSpec(
+            abort_s=self.abort_timeout_s,
+            grace_s=self.cleanup_grace_s,
+            shutdown_s=self.shutdown_timeout_s,
+            handler_s=self.handler_grace_s,
         )
 
 
@@ -174,24 +179,11 @@ class _Run:
     description: Description
     renderer: RendererSpecModel
     transport: Mapping[str, Any]  # mode -> TransportSettings template
-    # Builds the episode side in this process from its setup (None: workers run the episodes).
-    in_process: Callable[[WorkerSetup], Any] | None
-    # Forks the local workers; it already forked the describe step (None: in this process).
-    episode_template: Any
+    # The episode side construction described the taskset with; its setup starts the backend.
+    episodes: EpisodeSide
     train: TrainSetup
     eval: EvalSetup
     settings: AdapterSettings
-
-
-def _in_process_builder(made: Mapping[str, Any]) -> tuple[Callable[[WorkerSetup], Any], Any]:
-    """The episode side's builder from what construction loaded, and its renderer pool (built
-    now: the tokenizer loads at construction, and its vocabulary bounds the engine answers)."""
-    from miles_verifiers.episodes.v02.clients import RendererSpec, shared_renderer_pool
-    from miles_verifiers.episodes.worker import assemble
-
-    pool = shared_renderer_pool(RendererSpec(**made["renderer"].model_dump()))
-    config, loaded = made["config"], made["taskset"]
-    return (lambda setup: assemble(setup, config, loaded, pool)), pool
 
 
 def _build_run(args: Any, settings: AdapterSettings) -> _Run:
@@ -204,24 +196,18 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         if branch_policy is BranchPolicy.SIBLINGS
         else "a trace with several branches is an error",
     )
-    template = None
-    if settings.episode_python is not None:
-        from miles_verifiers.trainer.backends.local import WorkerTemplate
-
-        template = WorkerTemplate(settings.episode_worker_python)
+    episodes = choose_episode_side(settings)  # where the episodes run, chosen once
     given = construction.inputs(
         args,
         use_miles=chosen.source == "miles",
         dispatch_budget_factor=settings.dispatch_budget_factor,
-        episode_python=settings.episode_python,
-        episode_template=template,
+        episodes=episodes,
         renderer_pool_size=settings.renderer_pool_size,
     )
     try:
         made = construction.build(given)  # every check, in order; raises at the first failure
     except BaseException:
-        if template is not None:
-            template.close()
+        episodes.close()
         raise
     for warning in made["warnings"]:
         logger.warning("%s", warning)
@@ -231,14 +217,9 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     for note in getattr(description, "config_notes", None) or ():
         logger.warning("%s", note)  # what loading the config set aside (vf-eval run keys)
     _log_versions(description, settings)
-    in_process = None
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
-    vocab_size = description.vocab_size
-    if settings.episode_python is None:
-        in_process, renderer_pool = _in_process_builder(made)
-        vocab_size = getattr(renderer_pool, "vocab_size", None)
     transport = {
-        mode: template.model_copy(update={"vocab_size": vocab_size})
+        mode: template.model_copy(update={"vocab_size": description.vocab_size})
         for mode, template in made["transport"].items()
     }
     tasks = list(description.tasks)
@@ -277,8 +258,7 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         description,
         made["renderer"],
         transport,
-        in_process,
-        template,
+        episodes,
         train,
         evaluation,
         settings,
@@ -311,22 +291,26 @@ def _log_versions(description: Description, settings: AdapterSettings) -> None:
 
 
 def _episode_backend(run: _Run) -> EpisodeBackend:
-    """Where the episodes run: this process, or a worker pool (no worker starts yet)."""
+    """Where the episodes run, given their setup: this process (set up now) or a worker pool
+    (each worker gets the setup when it starts, at a call's first group)."""
     settings = run.settings
     if settings.episode_worker_backend == "ray":
         from miles_verifiers.trainer.backends.ray import require_ray
 
         require_ray()
-    from miles_verifiers.trainer.backends.setup import build_pool, worker_setup
-
-    if run.in_process is not None:
-        from miles_verifiers.episodes.worker import Generation02, WorkerHandler
-        from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
-
-        # The trainer's own Verifiers, which the version gate allowed: 0.2.0.
-        built = run.in_process(worker_setup(run))
-        return InProcessEpisodes(WorkerHandler(Generation02(), built=built))
-    return build_pool(run, run.episode_template)
+    setup = worker_setup(
+        str(run.config_path),
+        run.config_path.read_text(encoding="utf-8"),
+        run.description,
+        run.renderer,
+        run.transport,
+        settings.cleanup,
+    )
+    try:
+        return run.episodes.start(setup, run.description, settings)
+    except BaseException:
+        run.episodes.close()
+        raise
 
 
 class _LoopLock:

@@ -29,8 +29,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from miles_verifiers.episodes.v02.calls import GroupRun, GroupRunner, describe_error
-from miles_verifiers.errors import RolloutCallError, SetupError, is_unsupported_request
+from miles_verifiers.errors import (
+    RolloutCallError,
+    SetupError,
+    describe_error,
+    is_unsupported_request,
+)
 from miles_verifiers.protocol.records import TaskRecord
 from miles_verifiers.trainer.conversion import (
     BranchPolicy,
@@ -42,6 +46,7 @@ from miles_verifiers.trainer.conversion import (
     looks_like_engine_abort,
     training_output,
 )
+from miles_verifiers.trainer.groups import GroupRun, GroupRunner
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     DROP_ABORTED,
@@ -226,7 +231,6 @@ async def judge_group(
     setup: TrainSetup,
     args: Any,
     weight_version: Any,
-    prefix_cache: Callable[[str], Any] | None = None,
 ) -> Judged:
     """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
     :class:`MultipleBranchesError`) for problems every group would have.
@@ -250,7 +254,7 @@ async def judge_group(
         return _drop(offset, reason, run, describe_error(judged[0]))
     errored = [t for t in run.traces if t.failed]
     for trace in errored:
-        if is_unsupported_request(trace.error):
+        if trace.error is not None and is_unsupported_request(trace.error):
             raise UnsupportedRequestRunError(trace.error.message)
     breached = [t for t in errored if looks_like_contract_breach(t.error)]
     if breached:
@@ -272,7 +276,6 @@ async def judge_group(
             reward_key=conversion_key,
             weight_version=weight_version,
             sample_cls=setup.sample_cls,
-            prefix_cache=prefix_cache,
         )
     except MultipleBranchesError:
         raise
@@ -342,7 +345,6 @@ class _Dispatcher:
             self.setup,
             self.args,
             self.weight_version,
-            prefix_cache=self.runner.prefix_cache,
         )
 
     def dispatch(self, count: int) -> None:

@@ -5,32 +5,39 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 from verifiers.v1 import EnvConfig, Environment
 
+from miles_verifiers import versions
 from miles_verifiers.episodes.v02.config import (
-    CONFIG_ENV_VAR,
-    ConfigError,
-    ConfigPathError,
     ConfigSchemaError,
-    ConfigSyntaxError,
     EmptyTasksetError,
-    GroupRewardSampleCountError,
     HarnessNotInstalledError,
     LegacyConfigError,
     NoTasksetSelectedError,
     TasksetLoadError,
     TasksetNotInstalledError,
     UnsupportedHarnessError,
-    check_group_reward_sample_counts,
-    config_path_from_env,
     install_command,
     load_env_config,
     load_taskset,
     plugin_module,
-    prepare_run,
+)
+from miles_verifiers.protocol.config_file import (
+    CONFIG_ENV_VAR,
+    ConfigError,
+    ConfigPathError,
+    ConfigSyntaxError,
+    config_path_from_env,
     read_config_file,
+)
+from miles_verifiers.trainer import construction
+from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
+from miles_verifiers.trainer.construction import (
+    GroupRewardSampleCountError,
+    check_group_reward_sample_counts,
 )
 from miles_verifiers.trainer.options import UnsupportedOptionsError, validate_options
 from miles_verifiers.versions import UnsupportedVersionError
@@ -276,32 +283,54 @@ def too_new_renderers(name: str) -> str:
     return "0.1.12" if name == "renderers" else importlib.metadata.version(name)
 
 
-def test_prepare_run_returns_everything_the_rollout_function_needs(
+def prepare(args: Any, environ: dict[str, str]) -> dict[str, Any]:
+    """The construction stages up to the group-reward counts, episodes in this process."""
+    given = construction.inputs(
+        args,
+        environ=environ,
+        use_miles=False,
+        dispatch_budget_factor=1,
+        episodes=InProcessEpisodes(),
+    )
+    stages = construction.stages_named("options", "config", "taskset", "group reward")
+    return construction.build(given, stages)
+
+
+def test_construction_describes_the_taskset_with_the_versions_of_the_episode_side(
     make_taskset, write_config, make_args
 ):
     taskset = make_taskset()
     path = write_config(f'[taskset]\nid = "{taskset}"\n')
-    prepared = prepare_run(make_args(), environ={CONFIG_ENV_VAR: str(path)})
-    assert prepared.config_path == path
-    assert prepared.options.rollout_batch_size == 4
-    assert len(prepared.taskset.tasks) == 3
-    assert prepared.versions["verifiers"] == "0.2.0"
+    made = prepare(make_args(), environ={CONFIG_ENV_VAR: str(path)})
+    assert made["config_path"] == path
+    assert made["options"].rollout_batch_size == 4
+    assert len(made["description"].tasks) == 3
+    assert made["description"].versions["verifiers"] == "0.2.0"
 
 
-def test_version_problem_is_reported_before_option_problem(make_args):
+def test_the_episode_side_refuses_an_unsupported_version_before_loading_the_config(
+    make_taskset, write_config, make_args, monkeypatch
+):
+    installed = versions.installed_versions
+    monkeypatch.setattr(
+        versions,
+        "installed_versions",
+        lambda names, version_of=None: installed(names, too_new_renderers),
+    )
+    path = write_config('[taskset]\nid = "mv-not-installed"\n')
     with pytest.raises(UnsupportedVersionError):
-        prepare_run(make_args(partial_rollout=True), environ={}, version_of=too_new_renderers)
+        prepare(make_args(), environ={CONFIG_ENV_VAR: str(path)})
 
 
 def test_option_problem_is_reported_before_config_problem(make_args):
     with pytest.raises(UnsupportedOptionsError):
-        prepare_run(make_args(partial_rollout=True), environ={})
+        prepare(make_args(partial_rollout=True), environ={})
 
 
 def test_config_problem_is_reported_before_taskset_problem(write_config, make_args):
     path = write_config('[taskset\nid = "mv-not-installed"\n')
     with pytest.raises(ConfigSyntaxError):
-        prepare_run(make_args(), environ={CONFIG_ENV_VAR: str(path)})
+        prepare(make_args(), environ={CONFIG_ENV_VAR: str(path)})
 
 
 def test_taskset_problem_is_reported_before_group_reward_counts(
@@ -310,14 +339,14 @@ def test_taskset_problem_is_reported_before_group_reward_counts(
     taskset = make_taskset(group_reward=True)
     path = write_config(f'[taskset]\nid = "{taskset}"\ncount = 0\n')
     with pytest.raises(EmptyTasksetError):
-        prepare_run(make_args(n_samples_per_prompt=1), environ={CONFIG_ENV_VAR: str(path)})
+        prepare(make_args(n_samples_per_prompt=1), environ={CONFIG_ENV_VAR: str(path)})
 
 
 def test_group_reward_counts_are_checked_last(make_taskset, write_config, make_args):
     taskset = make_taskset(group_reward=True)
     path = write_config(f'[taskset]\nid = "{taskset}"\n')
     with pytest.raises(GroupRewardSampleCountError):
-        prepare_run(make_args(n_samples_per_prompt=1), environ={CONFIG_ENV_VAR: str(path)})
+        prepare(make_args(n_samples_per_prompt=1), environ={CONFIG_ENV_VAR: str(path)})
 
 
 def test_every_config_error_names_a_field_and_a_fix(write_config):

@@ -384,7 +384,7 @@ def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_tra
 
     usage = {single_turn_trace.id: PrefixCacheUsage(cached_tokens=4, prompt_tokens=6)}
 
-    sample = convert(single_turn_trace, prefix_cache=usage.get)
+    sample = trace_to_sample(trace_record(single_turn_trace, usage.get), group_index=0, index=0)
 
     assert (
         sample.prefix_cache_info.cached_tokens,
@@ -393,6 +393,6 @@ def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_tra
 
 
 def test_a_trace_the_engine_never_answered_keeps_empty_prefix_cache_counts(single_turn_trace):
-    sample = convert(single_turn_trace, prefix_cache={}.get)
+    sample = trace_to_sample(trace_record(single_turn_trace, {}.get), group_index=0, index=0)
 
     assert sample.prefix_cache_info.total_prompt_tokens == 0

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from miles_verifiers.episodes.v02.calls import GroupRun
 from miles_verifiers.errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
 from miles_verifiers.protocol.records import (
     EpisodeErrorRecord,
@@ -17,6 +16,7 @@ from miles_verifiers.protocol.records import (
 )
 from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.evaluation import EvalSetup, evaluate, group_entries
+from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.training import UnsupportedRequestRunError
 
@@ -107,9 +107,6 @@ class _RefusingRunner:
         message = tag_with_code(UNSUPPORTED_REQUEST_CODE, "rollout 0 yielded 2 trainable traces")
         error = EpisodeErrorRecord(type="TrainableTraceCountError", message=message)
         return GroupRun((), "episode_error", error)
-
-    def prefix_cache(self, trace_id: str) -> None:
-        return None
 
 
 def test_a_refusal_every_episode_would_repeat_stops_the_evaluation(record):

@@ -294,7 +294,7 @@ def test_check_seats_raises_a_setup_error_listing_every_problem(options):
 
 
 def test_the_construction_survey_reports_seat_problems_under_their_stage(make_args, options):
-    given = inputs(make_args(), use_miles=False, dispatch_budget_factor=1)
+    given = inputs(make_args(), use_miles=False, dispatch_budget_factor=1, episodes=None)
     given |= {"options": options, "description": dialogue(quiz_master={"trainable": True})}
 
     found = survey(given, stages_named("seats"))

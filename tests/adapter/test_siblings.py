@@ -11,7 +11,7 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers import AdapterSettings
-from miles_verifiers.episodes.v02.calls import GroupRun
+from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.protocol.records import TraceRecord, trace_record
 from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.contract.filters import call_dynamic_filter

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from miles_verifiers import AdapterSettings, SetupError
-from miles_verifiers.episodes.v02.calls import GroupRun
+from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.backends import ray as ray_backend
 from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.rollout import SettingsError

@@ -30,14 +30,12 @@ from tests.rollout.rollout_support import (
 pytestmark = pytest.mark.slow
 
 
-def real_groups(fn: Any, miles_loop: MilesLoop, count: int) -> tuple[list[Any], Any]:
-    """``count`` groups run in this process, plus the call's prefix-cache lookup."""
+def real_groups(fn: Any, miles_loop: MilesLoop, count: int) -> list[Any]:
+    """``count`` groups run in this process."""
 
-    async def run() -> tuple[list[Any], Any]:
+    async def run() -> list[Any]:
         async with fn._scope("eval") as scope:
-            runs = [await scope.run(slot, slot) for slot in range(count)]
-            usage = {t.id: scope.prefix_cache(t.id) for r in runs for t in r.traces}
-        return runs, usage.get
+            return [await scope.run(slot, slot) for slot in range(count)]
 
     return miles_loop.run(run(), timeout_s=120)
 
@@ -65,7 +63,7 @@ def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
     # Each trace is checked alone: one per group (mv-tools and mv-dialogue start a process per
     # rollout, seconds of CPU each).
     fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=1), config)
-    runs, prefix_cache = real_groups(fn, miles_loop, 2)
+    runs = real_groups(fn, miles_loop, 2)
     traces = [t for r in runs for t in r.traces]
     assert traces and all(t.branches for t in traces)
 
@@ -74,12 +72,8 @@ def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
         sent = through_the_wire(trace)
         options = {"group_index": 0, "index": position, "weight_version": 3}
         for reward_key in (None, "reward"):
-            real = trace_to_sample(
-                trace, reward_key=reward_key, prefix_cache=prefix_cache, **options
-            )
-            again = trace_to_sample(
-                sent, reward_key=reward_key, prefix_cache=prefix_cache, **options
-            )
+            real = trace_to_sample(trace, reward_key=reward_key, **options)
+            again = trace_to_sample(sent, reward_key=reward_key, **options)
             assert as_dict(again) == as_dict(real)
         assert summarize_trace(sent) == summarize_trace(trace)
 
@@ -90,20 +84,20 @@ def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entr
     build_rollout_fn: RolloutFnFactory,
     tmp_path: Path,
 ) -> None:
-    from miles_verifiers.episodes.v02.calls import GroupRun
+    from miles_verifiers.trainer.groups import GroupRun
 
     config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
     fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
     engine.reset(faults=FaultPlan.always("abort"))
-    runs, prefix_cache = real_groups(fn, miles_loop, 1)
+    runs = real_groups(fn, miles_loop, 1)
     engine.reset()
     real = runs[0]
     assert any(t.failed for t in real.traces)
     sent = GroupRun(tuple(through_the_wire(t) for t in real.traces))
     task = fn._run.eval.tasks[0]
 
-    expected = group_entries(real, task, 0, fn._run.eval, 1, prefix_cache)
-    got = group_entries(sent, task, 0, fn._run.eval, 1, prefix_cache)
+    expected = group_entries(real, task, 0, fn._run.eval, 1)
+    got = group_entries(sent, task, 0, fn._run.eval, 1)
 
     assert [as_dict(e.sample) for e in got] == [as_dict(e.sample) for e in expected]
     assert [(e.failed, e.empty) for e in got] == [(e.failed, e.empty) for e in expected]

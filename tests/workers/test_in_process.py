@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from miles_verifiers.episodes.v02.calls import describe_error
+from miles_verifiers.errors import describe_error
 from miles_verifiers.protocol.messages import (
     CallStart,
     Done,

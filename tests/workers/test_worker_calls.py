@@ -76,8 +76,12 @@ class Client:
 
 
 class StandInGeneration:
-    def __init__(self) -> None:
+    def __init__(self, built: Built) -> None:
+        self.built = built
         self.closed: list[str] = []
+
+    def build(self, setup: WorkerSetup) -> Built:
+        return self.built
 
     def open_call(self, built: Any, start: CallStart, transport: Any) -> tuple[Any, str]:
         return Client(), ""
@@ -95,10 +99,11 @@ def run(scenario: Any) -> Any:
 
 def test_a_call_ended_from_another_task_leaves_serving_in_the_task_that_entered_it() -> None:
     environment = ServedEnvironment()
-    generation = StandInGeneration()
-    handler = WorkerHandler(generation, built=Built(environment))  # type: ignore[arg-type]
+    generation = StandInGeneration(Built(environment))
+    handler = WorkerHandler(generation)  # type: ignore[arg-type]
 
     async def scenario() -> None:
+        await handler.handle(generation.built.setup)
         await asyncio.create_task(handler.handle(START))
         await asyncio.create_task(handler.handle(CallEnd(call_id="c1")))
 
@@ -111,9 +116,11 @@ def test_a_call_ended_from_another_task_leaves_serving_in_the_task_that_entered_
 
 def test_a_call_cut_short_by_the_loop_shutting_down_still_leaves_serving_in_its_own_task() -> None:
     environment = ServedEnvironment()
-    handler = WorkerHandler(StandInGeneration(), built=Built(environment))  # type: ignore[arg-type]
+    generation = StandInGeneration(Built(environment))
+    handler = WorkerHandler(generation)  # type: ignore[arg-type]
 
     async def scenario() -> None:
+        await handler.handle(generation.built.setup)
         await handler.handle(START)  # and never ended: asyncio.run cancels what is left
 
     run(scenario())

@@ -16,57 +16,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Self
+from typing import Any, Literal, Self
 
 from miles_verifiers.episodes.v02.upstream import (
     interception_runners,
     set_rollout_context,
     set_shutdown_timeout,
 )
-from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.errors import RolloutCallError, abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
 
 logger = logging.getLogger(__name__)
 
-# "worker_lost": the episode worker running the group died or hung (see trainer.backends.pool).
-RunFailure = Literal["episode_error", "episode_timeout", "worker_lost"]
+EpisodeFailure = Literal["episode_error", "episode_timeout"]
 
 
 class EpisodeTimeoutError(RolloutCallError, TimeoutError):
     """An episode ran past its wall-clock deadline and was cancelled."""
 
 
-# -- seeds and model contexts -------------------------------------------------------------------
-
-
-def rollout_seeds(base_seed: int, slot: int, samples_per_slot: int) -> list[int]:
-    """Per-rollout sampling seeds: ``base_seed + slot * samples_per_slot + k``.
-
-    ``slot`` is the task's offset in the training stream (or its position in the evaluation),
-    so a sample's seed depends on which task and which of its rollouts it is, never on timing.
-    """
-    start = base_seed + slot * samples_per_slot
-    return [start + k for k in range(samples_per_slot)]
-
-
 # -- one task group ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class GroupRun:
-    """What running one task's episode produced.
-
-    ``traces`` are in rollout order: Verifiers traces on the episode side, their
-    :class:`~miles_verifiers.protocol.records.TraceRecord` on the trainer side. When the episode
-    itself failed (``failure`` set) they are whatever traces its rollouts had reached, possibly
-    fewer than asked for, possibly unscored.
+class EpisodeRun:
+    """What running one task's episode produced: its Verifiers traces, in rollout order (the
+    worker turns them into trace records). When the episode itself failed (``failure`` set)
+    they are whatever traces its rollouts had reached, possibly fewer than asked for, possibly
+    unscored.
     """
 
     traces: tuple[Any, ...]
-    failure: RunFailure | None = None
+    failure: EpisodeFailure | None = None
     error: BaseException | None = None
 
     @property
@@ -87,12 +70,12 @@ async def run_group(
     *,
     semaphore: asyncio.Semaphore | None,
     deadline_s: float,
-) -> GroupRun:
+) -> EpisodeRun:
     """Run ``len(contexts)`` rollouts of ``task``, rollout ``k`` with model context ``contexts[k]``.
 
     Never raises for the episode's own failures: ``env.episode`` refusing the task, a group
     reward raising out of ``episode.run`` (verifiers lets ``TaskError`` escape there), or the
-    deadline passing are returned as a failed :class:`GroupRun`. Cancellation propagates.
+    deadline passing are returned as a failed :class:`EpisodeRun`. Cancellation propagates.
     """
     episode = None
     try:
@@ -102,37 +85,15 @@ async def run_group(
             set_rollout_context(rollout, context)
         async with asyncio.timeout(deadline_s):
             traces = await episode.run(semaphore)
-        return GroupRun(tuple(traces))
+        return EpisodeRun(tuple(traces))
     except TimeoutError:
         error = EpisodeTimeoutError(
             f"the episode of task {getattr(task.data, 'idx', '?')} ran past its deadline of "
             f"{deadline_s:g} s and was cancelled"
         )
-        return GroupRun(_reached_traces(episode), "episode_timeout", error)
+        return EpisodeRun(_reached_traces(episode), "episode_timeout", error)
     except Exception as error:
-        return GroupRun(_reached_traces(episode), "episode_error", error)
-
-
-class GroupRunner(Protocol):
-    """Runs task groups for one call (``trainer.backends.call.WorkerCallScope``, whatever the backend)."""
-
-    async def run(self, slot: int, task_index: int) -> GroupRun:
-        """The episode of task ``task_index`` at ``slot`` (its seeds follow the slot)."""
-        ...
-
-    def prefix_cache(self, trace_id: str) -> Any:
-        """The engine's prefix-cache usage for a trace's requests (None: unknown)."""
-        ...
-
-
-def describe_error(error: BaseException | Any) -> str:
-    """``Type: message`` for an exception or a recorded trace error, on one line."""
-    kind = getattr(error, "type", None) or type(error).__name__
-    message = getattr(error, "message", None)
-    if message is None:
-        message = str(error)
-    line = " ".join(str(message).split())
-    return f"{kind}: {line[:500]}"
+        return EpisodeRun(_reached_traces(episode), "episode_error", error)
 
 
 # -- environments ---------------------------------------------------------------------------------
@@ -245,7 +206,9 @@ class CallScope:
         except Exception as error:
             logger.warning("could not abort this call's SGLang requests: %s", describe_error(error))
             return
-        warn_abort_failures(report, "this call's SGLang requests")
+        failed = abort_failures(report, "this call's SGLang requests")
+        if failed is not None:
+            logger.warning("%s", failed)
 
     async def _shut_down_environment(self) -> None:
         if self._serving is None:
@@ -275,20 +238,6 @@ class CallScope:
             logger.debug("closing the SGLang transport failed: %r", error)
 
 
-def warn_abort_failures(report: Any, whose: str) -> None:
-    """Log the abort posts that failed (the first few, with their reasons); silent when all
-    went through."""
-    if report.ok:
-        return
-    logger.warning(
-        "aborting %s failed on %d of %d worker posts: %s",
-        whose,
-        len(report.failures),
-        report.posted,
-        "; ".join(f"{url} {reason}" for url, _, reason in report.failures[:3]),
-    )
-
-
 def hurry_interception_shutdown(environment: Any, seconds: float) -> None:
     """Make the environment's interception servers give up on leftover handlers after ``seconds``.
 
@@ -301,24 +250,3 @@ def hurry_interception_shutdown(environment: Any, seconds: float) -> None:
     """
     for runner in interception_runners(environment):
         set_shutdown_timeout(runner, seconds)
-
-
-def new_rid_prefix(mode: str) -> str:
-    """A fresh rid prefix for one call (letters, digits and '_' only: see TransportSettings)."""
-    return f"mv{mode[:1]}_{uuid.uuid4().hex[:16]}"
-
-
-async def gather_bounded(
-    scope: CallScope,
-    factories: Sequence[Callable[[], Awaitable[Any]]],
-    limit: int,
-) -> list[Any]:
-    """Run ``factories`` as tasks of ``scope``, at most ``limit`` at a time; results in order."""
-    gate = asyncio.Semaphore(max(1, limit))
-
-    async def gated(factory: Callable[[], Awaitable[Any]]) -> Any:
-        async with gate:
-            return await factory()
-
-    tasks = [scope.spawn(gated(f)) for f in factories]
-    return list(await asyncio.gather(*tasks))

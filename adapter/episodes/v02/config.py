@@ -1,20 +1,16 @@
-"""Load and check everything the rollout function needs before its first episode.
+"""Load and check a Verifiers 0.2 config and its taskset, on the episode side.
 
-:func:`prepare_run` runs the checks in a fixed order (as stages of
-:mod:`miles_verifiers.trainer.construction`), so the first thing a user must fix is the first thing
-reported:
+What the describe step (and each worker's setup) checks, in order, so the first thing a user
+must fix is the first thing reported:
 
-1. installed versions (:mod:`miles_verifiers.versions`);
-2. Miles options (:mod:`miles_verifiers.trainer.options`);
-3. the ``VERIFIERS_CONFIG`` file: set, present, ``.toml``, valid TOML, a V1 config, a schema
-   verifiers accepts, a chat-speaking harness;
-4. the taskset: installed, loads, at least one task;
-5. ``@group_reward`` tasks against the per-task sample counts.
+1. the ``VERIFIERS_CONFIG`` text: valid TOML (:mod:`miles_verifiers.protocol.config_file`;
+   the trainer side already refused a missing or unreadable file), a V1 config, a schema
+   Verifiers accepts, a chat-speaking harness;
+2. the taskset: installed, loads, at least one task.
 
-Each failure is a :class:`ConfigError` (or the version/option error of steps 1-2) that names
-the variable, field or flag at fault and how to fix it. Verifiers is imported lazily, inside
-the functions, so that a wrong verifiers version is reported by step 1 instead of surfacing
-as an import error here.
+Each failure is a :class:`ConfigError` that names the variable or field at fault and how to
+fix it. Verifiers is imported lazily, inside the functions, so that the describe step checks
+the installed Verifiers version before any of it is imported.
 
 A missing taskset package is reported before schema errors: verifiers builds the schema of
 the ``[taskset]`` table from the taskset package itself, so without it there is no schema.
@@ -24,21 +20,20 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from miles_verifiers.errors import SetupError
-from miles_verifiers.trainer.options import MilesOptions
+from miles_verifiers.protocol.config_file import (
+    CONFIG_ENV_VAR,
+    ConfigError,
+    read_config_file,
+)
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from verifiers.v1 import EnvConfig, Environment
-
-CONFIG_ENV_VAR = "VERIFIERS_CONFIG"
 
 # verifiers 0.2.0 harnesses do not declare a wire dialect: the interception server accepts
 # chat, Responses and Anthropic requests alike and each harness program picks one. The
@@ -57,23 +52,6 @@ _MAX_SCHEMA_ERRORS = 5
 
 
 # -- errors -----------------------------------------------------------------------------------
-
-
-class ConfigError(SetupError, ValueError):
-    """A problem with the Verifiers config or taskset; ``field`` names what to change."""
-
-    def __init__(self, message: str, *, field: str, fix: str) -> None:
-        self.field = field
-        self.fix = fix
-        super().__init__(f"{message} Fix: {fix}")
-
-
-class ConfigPathError(ConfigError):
-    """``VERIFIERS_CONFIG`` is unset, or points at something that is not a TOML file."""
-
-
-class ConfigSyntaxError(ConfigError):
-    """The config file is not valid TOML."""
 
 
 class ConfigSchemaError(ConfigError):
@@ -137,73 +115,7 @@ class EmptyTasksetError(TasksetError):
     """The taskset loaded zero tasks."""
 
 
-class GroupRewardSampleCountError(ConfigError):
-    """``@group_reward`` tasks need at least two rollouts per task; ``flags`` names the counts."""
-
-    def __init__(self, message: str, *, flags: Sequence[str], fix: str) -> None:
-        self.flags = list(flags)
-        super().__init__(message, field=", ".join(self.flags), fix=fix)
-
-
 # -- 3. the config file -------------------------------------------------------------------------
-
-
-def config_path_from_env(environ: Mapping[str, str] | None = None) -> Path:
-    """The config path from ``VERIFIERS_CONFIG``, made absolute against the working directory."""
-    env = os.environ if environ is None else environ
-    raw = (env.get(CONFIG_ENV_VAR) or "").strip()
-    if not raw:
-        raise ConfigPathError(
-            f"{CONFIG_ENV_VAR} is not set, so there is no Verifiers config to load. The rollout "
-            "function runs inside Miles' RolloutManager (a Ray actor), which sees only the "
-            "environment Ray hands it.",
-            field=CONFIG_ENV_VAR,
-            fix=f"set {CONFIG_ENV_VAR}=/abs/path/to/env.toml where the rollout manager runs: "
-            "in Ray's runtime_env env_vars for the job, or in the environment of every Ray "
-            "node before it starts.",
-        )
-    return Path(raw).expanduser().absolute()
-
-
-def parse_config_text(text: str, path: Path) -> dict[str, Any]:
-    """Parse TOML text; ``path`` only labels the error."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigSyntaxError(
-            f"{CONFIG_ENV_VAR} file {path} is not valid TOML: {error}.",
-            field=CONFIG_ENV_VAR,
-            fix="correct the TOML at the position shown (strings need quotes, tables use "
-            "[section] headers).",
-        ) from error
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Read and parse the config file at ``path``."""
-    if path.suffix.lower() != ".toml":
-        raise ConfigPathError(
-            f"{CONFIG_ENV_VAR}={path} does not name a .toml file; Verifiers configs are TOML.",
-            field=CONFIG_ENV_VAR,
-            fix=f"point {CONFIG_ENV_VAR} at the environment's .toml config.",
-        )
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise ConfigPathError(
-            f"{CONFIG_ENV_VAR}={path} {what} (as seen from {os.getcwd()}, the working "
-            "directory of this process).",
-            field=CONFIG_ENV_VAR,
-            fix="use an absolute path to an existing file, readable on the machine that runs "
-            "the rollout manager.",
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigPathError(
-            f"{CONFIG_ENV_VAR} file {path} cannot be read: {error}.",
-            field=CONFIG_ENV_VAR,
-            fix="make the file readable UTF-8 text.",
-        ) from error
-    return parse_config_text(text, path)
 
 
 def _field_path(loc: Sequence[Any]) -> str:
@@ -472,61 +384,3 @@ def load_taskset(config: EnvConfig) -> LoadedTaskset:
             "the data the taskset reads.",
         )
     return LoadedTaskset(environment, tasks, has_group_reward(tasks))
-
-
-# -- 5. group rewards vs sample counts -------------------------------------------------------
-
-
-def check_group_reward_sample_counts(group_reward: bool, options: MilesOptions) -> None:
-    """``@group_reward`` compares a task's rollouts, so each mode in use needs >= 2 of them."""
-    if not group_reward:
-        return
-    short: list[str] = []
-    if options.train_enabled and options.n_samples_per_prompt < 2:
-        short.append(f"--n-samples-per-prompt (is {options.n_samples_per_prompt})")
-    if options.eval_enabled and options.n_samples_per_eval_prompt < 2:
-        short.append(f"--n-samples-per-eval-prompt (is {options.n_samples_per_eval_prompt})")
-    if short:
-        flags = [entry.split(" ", 1)[0] for entry in short]
-        raise GroupRewardSampleCountError(
-            "the taskset's tasks define @group_reward scorers, which rank the rollouts of one "
-            f"task against each other and need at least 2 of them: {', '.join(short)}.",
-            flags=flags,
-            fix=f"pass {' and '.join(f'{flag} 2' for flag in flags)} or more.",
-        )
-
-
-# -- the whole sequence ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    versions: Mapping[str, str]
-    options: MilesOptions
-    config_path: Path
-    config: EnvConfig
-    taskset: LoadedTaskset
-
-
-def prepare_run(
-    args: Any,
-    environ: Mapping[str, str] | None = None,
-    version_of: Callable[[str], str] = importlib.metadata.version,
-) -> PreparedRun:
-    """Run the checks of steps 1-5 in order and return what they produced.
-
-    ``environ`` defaults to ``os.environ``; ``version_of`` reads an installed version. The
-    checks are the stages of :mod:`miles_verifiers.trainer.construction`, the rollout function's one
-    construction path.
-    """
-    # Imported here: the construction table is built from this module's checks.
-    from miles_verifiers.trainer import construction
-
-    given = construction.inputs(
-        args, environ=environ, use_miles=False, dispatch_budget_factor=1, version_of=version_of
-    )
-    stages = construction.stages_named("versions", "options", "config", "taskset", "group reward")
-    made = construction.build(given, stages)
-    return PreparedRun(
-        made["versions"], made["options"], made["config_path"], made["config"], made["taskset"]
-    )

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError, parse_config_text
+from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError
 from miles_verifiers.episodes.v04.config_shape import Shaped, refusal04, shape04, table
+from miles_verifiers.protocol.config_file import parse_config_text
 from miles_verifiers.protocol.messages import (
     DescribeRequest,
     Description,

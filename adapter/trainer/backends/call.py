@@ -3,7 +3,6 @@
 :class:`WorkerCallScope` spawns the call's group tasks, runs groups (``run``) by handing them
 to its :class:`EpisodeBackend` (a :class:`~miles_verifiers.trainer.backends.pool.WorkerPool` of local
 processes or Ray actors, or :class:`~miles_verifiers.trainer.backends.in_process.InProcessEpisodes`),
-answers the prefix-cache lookups of conversion from the trace records the backend returned,
 and winds the call down.
 
 Winding down cancels the group tasks still waiting, tells every worker to end the call (each
@@ -24,20 +23,15 @@ from typing import Any, Protocol, Self
 
 import httpx
 
-from miles_verifiers.episodes.v02.calls import (
-    CleanupLimits,
-    GroupRun,
-    describe_error,
-    warn_abort_failures,
-)
+from miles_verifiers.errors import abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
-from miles_verifiers.protocol.messages import CallStart, GroupRequest
-from miles_verifiers.protocol.records import PrefixCacheRecord
+from miles_verifiers.protocol.messages import CallStart, CleanupSpec, GroupRequest
 from miles_verifiers.trainer.backends.pool import (
     RESTARTS_SETTING,
     CallOnWorkers,
     WorkerRestartLimitError,
 )
+from miles_verifiers.trainer.groups import GroupRun
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +69,10 @@ class WorkerCallScope:
     engine_url: str
     model: str
     max_concurrency: int
-    limits: CleanupLimits = field(default_factory=CleanupLimits)
+    limits: CleanupSpec = field(default_factory=CleanupSpec)
     restarts: int = 0
     prefixes: list[str] = field(default_factory=list)
     _tasks: OwnedTasks = field(default_factory=OwnedTasks)
-    _usage: dict[str, PrefixCacheRecord] = field(default_factory=dict)
     _needs_backstop: bool = False
     _ended: bool = False
 
@@ -140,15 +133,7 @@ class WorkerCallScope:
             sampling=list(self.sampling_for(slot)),
             deadline_s=self.deadline_s,
         )
-        run = await self.pool.run_group(self, request)
-        for trace in run.traces:
-            if trace.prefix_cache is not None:
-                self._usage[trace.id] = trace.prefix_cache
-        return run
-
-    def prefix_cache(self, trace_id: str) -> PrefixCacheRecord | None:
-        """The engine's prompt and cached-token counts for a trace (None: unknown)."""
-        return self._usage.get(trace_id)
+        return await self.pool.run_group(self, request)
 
     async def wind_down(self) -> None:
         """Cancel waiting groups, end the call on every worker, abort leftovers (bounded)."""
@@ -181,4 +166,6 @@ class WorkerCallScope:
         except Exception as error:
             logger.warning("could not abort the workers' requests: %s", describe_error(error))
             return
-        warn_abort_failures(report, "the workers' requests")
+        failed = abort_failures(report, "the workers' requests")
+        if failed is not None:
+            logger.warning("%s", failed)

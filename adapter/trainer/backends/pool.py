@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from miles_verifiers.episodes.v02.calls import GroupRun
 from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.messages import (
     CallEnd,
@@ -44,6 +43,7 @@ from miles_verifiers.protocol.messages import (
 )
 from miles_verifiers.protocol.versions import WorkerVersionsError, check_worker_versions
 from miles_verifiers.trainer.backends.link import WorkerLink, WorkerLostError
+from miles_verifiers.trainer.groups import GroupRun
 
 logger = logging.getLogger(__name__)
 

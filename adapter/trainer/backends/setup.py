@@ -1,7 +1,13 @@
-"""The trainer side of the seam: ask the episode side to describe the taskset, build the pool.
+"""The trainer side of the seam: the episode side construction talks to, chosen once.
 
-Neither function imports Verifiers or Renderers: the description comes from a process forked by the
-workers' template (started with the workers' interpreter), and the pool only exchanges protocol messages.
+:func:`choose_episode_side` picks it from the settings, before any check: this process
+(:class:`~miles_verifiers.trainer.backends.in_process.InProcessEpisodes`), local worker
+processes (:class:`LocalWorkers`) or Ray actors (:class:`RayWorkers`). Construction asks each
+the same two things with the same messages: ``describe`` (a :class:`DescribeRequest`, answered
+with a :class:`Description`) and ``start`` (a :class:`WorkerSetup`, giving the backend the calls
+run on). Nothing here imports Verifiers or Renderers: the workers' description comes from a
+process forked by their template (started with the workers' interpreter), and the pool only
+exchanges protocol messages.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import select
 import signal
 import tempfile
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol.messages import (
@@ -21,11 +28,14 @@ from miles_verifiers.protocol.messages import (
     DescribeRequest,
     Description,
     Refused,
+    RendererSpecModel,
     Request,
     WorkerSetup,
     read_reply,
 )
 from miles_verifiers.trainer.backends import procs
+from miles_verifiers.trainer.backends.call import EpisodeBackend
+from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
 from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
 from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool
@@ -139,57 +149,112 @@ def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tupl
     )
 
 
-def worker_setup(run: Any) -> WorkerSetup:
-    """The setup message: the config as text (workers need not see the trainer's files, only
-    the taskset packages), the renderer, transport templates and cleanup limits."""
-    path = run.config_path
-    cleanup = run.settings.cleanup
-    return WorkerSetup(
-        config_path=str(path),
-        config_text=path.read_text(encoding="utf-8"),
-        expected_tasks=len(run.description.tasks),
-        renderer=run.renderer,
-        transport={
-            mode: template.model_dump(mode="json", exclude={"engine_url", "rid_prefix"})
-            for mode, template in run.transport.items()
-        },
-        cleanup=CleanupSpec(
-            abort_s=cleanup.abort_s,
-            grace_s=cleanup.grace_s,
-            shutdown_s=cleanup.shutdown_s,
-            handler_s=cleanup.handler_s,
-        ),
-    )
+class EpisodeSide(Protocol):
+    """What construction asks of the episode side, whichever backend it is."""
+
+    @property
+    def python(self) -> str | None:
+        """The workers' interpreter; None: the episodes run in this process."""
+        ...
+
+    def describe(self, request: DescribeRequest) -> Description:
+        """The taskset as the episode side sees it; a refusal is raised as its setup error."""
+        ...
+
+    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> EpisodeBackend:
+        """The backend the calls run on, given the setup every worker (or this process) gets;
+        each must report the versions ``description`` reported."""
+        ...
+
+    def close(self) -> None:
+        """Release what was started for construction (construction failed)."""
+        ...
 
 
-def build_pool(run: Any, template: WorkerTemplate | None = None) -> WorkerPool:
-    """The workers' pool; local workers are forked from ``template`` (the describe step's, when
-    there was one), which the pool then owns. Each worker must report the versions the
-    description reported."""
-    settings = run.settings
-    limits = PoolLimits(
+def choose_episode_side(settings: Any, *, describe_only: bool = False) -> EpisodeSide:
+    """Where the episodes run, from the adapter settings. ``describe_only`` (``check``): nothing
+    is kept running for workers that will not start."""
+    python = settings.episode_python
+    if python is None:
+        return InProcessEpisodes()
+    template = None if describe_only else WorkerTemplate(settings.episode_worker_python)
+    if settings.episode_worker_backend == "ray":
+        return RayWorkers(python, template)
+    return LocalWorkers(python, template)
+
+
+class _Workers:
+    def __init__(self, python: str, template: WorkerTemplate | None) -> None:
+        self.python = python
+        # Forks the describe step (and, for local workers, the workers themselves).
+        self._template = template
+
+    def describe(self, request: DescribeRequest) -> Description:
+        return describe_elsewhere(self.python, request, self._template)
+
+    def close(self) -> None:
+        if self._template is not None:
+            self._template.close()
+
+
+class LocalWorkers(_Workers):
+    """Worker processes forked from the template that forked the describe step."""
+
+    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> WorkerPool:
+        template = self._template or WorkerTemplate(settings.episode_worker_python)
+        pool = WorkerPool(
+            _limits(settings),
+            setup,
+            functools.partial(LocalWorker.start, template=template),
+            on_close=template.close,
+            expected_versions=description.versions,
+        )
+        self._template = None  # the pool owns it now
+        return pool
+
+
+class RayWorkers(_Workers):
+    """Ray actors; the template served the describe step only (actors are not forked)."""
+
+    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> WorkerPool:
+        from miles_verifiers.trainer.backends.ray import start_ray_worker
+
+        self.close()
+        return WorkerPool(
+            _limits(settings),
+            setup,
+            functools.partial(start_ray_worker, python=settings.episode_worker_python),
+            expected_versions=description.versions,
+        )
+
+
+def _limits(settings: Any) -> PoolLimits:
+    return PoolLimits(
         count=settings.episode_workers,
         restarts_per_call=settings.episode_worker_restarts,
         # Past its deadline a worker still cancels the episode and aborts its requests.
         answer_margin_s=settings.cleanup_grace_s + settings.abort_timeout_s + ANSWER_SLACK_S,
     )
-    python = settings.episode_worker_python
-    if settings.episode_worker_backend == "ray":
-        from miles_verifiers.trainer.backends.ray import start_ray_worker
 
-        if template is not None:  # actors are not forked: it served the describe step only
-            template.close()
-        return WorkerPool(
-            limits,
-            worker_setup(run),
-            functools.partial(start_ray_worker, python=python),
-            expected_versions=run.description.versions,
-        )
-    template = template or WorkerTemplate(python)
-    return WorkerPool(
-        limits,
-        worker_setup(run),
-        functools.partial(LocalWorker.start, template=template),
-        on_close=template.close,
-        expected_versions=run.description.versions,
+
+def worker_setup(
+    config_path: str,
+    config_text: str,
+    description: Description,
+    renderer: RendererSpecModel,
+    transport: Mapping[str, Any],
+    cleanup: CleanupSpec,
+) -> WorkerSetup:
+    """The setup message: the config as text (workers need not see the trainer's files, only
+    the taskset packages), the renderer, transport templates and cleanup limits."""
+    return WorkerSetup(
+        config_path=config_path,
+        config_text=config_text,
+        expected_tasks=len(description.tasks),
+        renderer=renderer,
+        transport={
+            mode: template.model_dump(mode="json", exclude={"engine_url", "rid_prefix"})
+            for mode, template in transport.items()
+        },
+        cleanup=cleanup,
     )
