@@ -1,47 +1,40 @@
-"""Error vocabulary of the transport, and the mapping of every failure to what Verifiers expects.
+"""The engine's error vocabulary, as both sides read it: refusals, signals, classification.
 
-Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` carrying an HTTP
-status (connection -> 503, timeout -> 504, a status error -> its own status) and lets
-an overlong prompt end the trace cleanly (see :func:`overlong_prompt`). Anything
-else becomes a harness failure, so every engine-side problem is expressed as one of those types
-here. The functions are pure: they only build exception objects. Verifiers is imported only when
-an overlong prompt is reported (see :func:`overlong_prompt`), so the trainer side, which uses the
-transport for its checks and abort sweeps, runs without Verifiers installed.
+Nothing here needs ``openai`` or Verifiers. The episode side turns these into the exceptions
+Verifiers' ``TrainClient`` expects (see :mod:`miles_verifiers.episodes.transport.errors`); the
+trainer side recognises the ones recorded on a trace by their code (:data:`ENGINE_ABORTED_CODE`,
+:data:`UNUSABLE_ANSWER_CODE`), without importing the episode side's classes.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
-from typing import Any
 
 import httpx
-import openai
 
-from miles_verifiers.engine.proxies import proxy_failure_note
-from miles_verifiers.errors import EngineError, tag_message
+from miles_verifiers.errors import EngineError
 
 __all__ = [
+    "ENGINE_ABORTED_CODE",
+    "UNUSABLE_ANSWER_CODE",
     "EngineAborted",
-    "EngineAbortedError",
     "InvalidPrompt",
     "InvalidSamplingParams",
-    "MalformedEngineResponseError",
     "MalformedOutput",
     "MultimodalNotSupported",
+    "PromptDoesNotFit",
     "PromptTooLongError",
     "RequestRejected",
     "engine_error_message",
-    "error_for_output",
-    "error_for_rejection",
-    "error_for_status",
-    "error_for_transport_failure",
     "is_context_length_message",
     "is_retryable_status",
     "is_retryable_transport_error",
-    "overlong_prompt",
 ]
+
+# The codes (see miles_verifiers.errors.tag_message) of the episode side's exceptions for an
+# aborted generation and for an answer unusable for training: the trainer decides by them.
+ENGINE_ABORTED_CODE = "engine_aborted"
+UNUSABLE_ANSWER_CODE = "unusable_answer"
 
 # Wordings SGLang (and OpenAI-style servers) use when a prompt does not fit the context window.
 _CONTEXT_LENGTH_PHRASES = (
@@ -55,11 +48,6 @@ _CONTEXT_LENGTH_PHRASES = (
     "exceeds the maximum allowed length",
     "kv memory budget",
 )
-
-
-# The Rust sglang-router's 422 text names the JSON path it could not read, e.g.
-# "...into the target type: sampling_params.sampling_seed: invalid value: ...".
-_ROUTER_FIELD = re.compile(r"target type: ([A-Za-z_][\w.\[\]]*):")
 
 
 # --- refusals decided before anything is sent -------------------------------------------------
@@ -99,27 +87,12 @@ class EngineAborted(EngineError):
         self.partial_tokens = partial_tokens
 
 
-class EngineAbortedError(EngineError, openai.APIStatusError):
-    """SGLang aborted the generation (abort request, pause in abort mode, engine timeout).
+class PromptDoesNotFit(EngineError, ValueError):
+    """The prompt is over a limit or leaves no room to generate (pure-layer signal).
 
-    The partial output is discarded: an aborted turn is never reported as a completed one.
-    ``status_code`` is the abort's own 4xx/5xx status when SGLang gives one, else 503, so the
-    harness may retry the turn once the engine serves again.
+    The episode side raises it as the error the Verifiers where the episodes run takes for an
+    overlong prompt (:func:`miles_verifiers.episodes.transport.errors.overlong_prompt`).
     """
-
-    trace_code = "engine_aborted"
-
-    def __init__(
-        self, message: str, *, response: httpx.Response, body: object | None, status_code: int
-    ) -> None:
-        super().__init__(message, response=response, body=body)
-        self.status_code = status_code
-
-
-class MalformedEngineResponseError(EngineError, openai.APIResponseValidationError):
-    """SGLang answered 2xx, but its token metadata cannot be trusted for training (502)."""
-
-    trace_code = "unusable_answer"
 
 
 # --- classification --------------------------------------------------------------------------
@@ -175,147 +148,5 @@ def engine_error_message(response: httpx.Response) -> str:
     return text.strip()
 
 
-_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
-    400: openai.BadRequestError,
-    401: openai.AuthenticationError,
-    403: openai.PermissionDeniedError,
-    404: openai.NotFoundError,
-    409: openai.ConflictError,
-    422: openai.UnprocessableEntityError,
-    429: openai.RateLimitError,
-}
-
-
-def _json_body(response: httpx.Response) -> object | None:
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
 class PromptTooLongError(EngineError, ValueError):
     """A prompt that does not fit, where no Verifiers is installed to end the trace with."""
-
-
-# Verifiers >= 0.3's harness utilities tell a context overflow from other 400s by phrases like
-# this one in the error text (the wording of Renderers' own pre-flight check).
-_OVERFLOW_PHRASE = "maximum context length"
-
-
-def overlong_prompt(message: str) -> Exception:
-    """The error for a prompt that does not fit, as the Verifiers where the episodes run takes it.
-
-    0.2.0: its ``OverlongPromptError``, which ends the trace as ``context_length``. 0.3 and
-    later: Renderers' ``OverlongPromptError``, which Verifiers' TrainClient answers with an
-    HTTP 400 the harness sees as a context overflow (so it can compact, or stop the trace).
-    :class:`PromptTooLongError` where neither is installed.
-    """
-    if _OVERFLOW_PHRASE not in message.casefold():
-        message = f"{message} (over the {_OVERFLOW_PHRASE})"
-    try:
-        from verifiers.v1.errors import OverlongPromptError
-    except ImportError:
-        try:
-            from renderers import OverlongPromptError as RenderersOverlong
-        except ImportError:
-            return PromptTooLongError(message)
-        # Its constructor only takes the two lengths and words the text itself; ours names
-        # the limit that refused the prompt, which may be the engine's own 400.
-        error = RenderersOverlong.__new__(RenderersOverlong)
-        Exception.__init__(error, message)
-        return error
-    return OverlongPromptError(message)
-
-
-# What SGLang's HTTP server answers for an exception its handler does not catch.
-_UNCAUGHT_ERROR_TEXT = "internal server error"
-
-
-def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()) -> Exception:
-    """The exception for a non-2xx SGLang answer.
-
-    A 400 saying the prompt does not fit the context window is an ``OverlongPromptError`` (a
-    clean ``context_length`` stop); every other status becomes the matching ``openai`` class, so
-    Verifiers records a ``ProviderError`` with that status. A bare 500 names ``sampling_keys``
-    (the request's): SGLang before 0.5.23 answers that when it cannot build its
-    ``SamplingParams`` from them, and says nothing else.
-    """
-    status = response.status_code
-    reason = engine_error_message(response)
-    message = f"SGLang answered HTTP {status}: {reason}"
-    if status == 500 and reason.strip().casefold() == _UNCAUGHT_ERROR_TEXT and sampling_keys:
-        message += (
-            f" (SGLang 0.5.16 and older answer this when a sampling param cannot be used; this "
-            f"request set {', '.join(sorted(sampling_keys))})"
-        )
-    if status == 400 and is_context_length_message(reason):
-        return overlong_prompt(message)
-    if status == 422:
-        # Only the Rust sglang-router says 422 (SGLang itself says 400): its typed request
-        # struct could not hold a field. The same body will never be accepted.
-        field = _ROUTER_FIELD.search(reason)
-        named = f" field {field.group(1)!r}" if field else " request body"
-        message = (
-            f"the SGLang router refused the{named} (HTTP 422, not retried): {reason}. Fix the "
-            "value in the sampling settings or drop it"
-        )
-    body = _json_body(response)
-    if status >= 500:
-        return openai.InternalServerError(message, response=response, body=body)
-    error_cls = _STATUS_ERRORS.get(status, openai.APIStatusError)
-    return error_cls(message, response=response, body=body)
-
-
-def error_for_transport_failure(
-    exc: httpx.RequestError, request: httpx.Request, *, proxy: str | None = None
-) -> openai.APIConnectionError:
-    """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
-    ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a
-    failure there is the proxy's, not necessarily the engine's, so the message says so."""
-    if isinstance(exc, httpx.TimeoutException):
-        return openai.APITimeoutError(request=request)
-    via = proxy_failure_note(proxy, "the engine host")
-    return openai.APIConnectionError(
-        message=f"could not talk to SGLang at {request.url}{via}: {type(exc).__name__}: {exc}",
-        request=request,
-    )
-
-
-def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.BadRequestError:
-    """A request the transport refused to send, as a 400 (the harness must not retry it)."""
-    body: dict[str, Any] = {"error": {"message": str(exc), "type": type(exc).__name__}}
-    response = httpx.Response(400, json=body, request=request)
-    return openai.BadRequestError(
-        tag_message(type(exc), f"the SGLang transport refused the request: {exc}"),
-        response=response,
-        body=body,
-    )
-
-
-def error_for_output(
-    exc: EngineAborted | MalformedOutput, response: httpx.Response, body: object | None
-) -> openai.APIError:
-    """The exception for a 2xx answer that is an abort or cannot be trusted.
-
-    An untrustworthy answer names the engine URL it came from and the field at fault.
-    """
-    if isinstance(exc, EngineAborted):
-        status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
-        return EngineAbortedError(
-            tag_message(
-                EngineAbortedError,
-                f"SGLang aborted the request after {exc.partial_tokens} token(s): {exc}",
-            ),
-            response=response,
-            body=body,
-            status_code=status,
-        )
-    return MalformedEngineResponseError(
-        response,
-        body,
-        message=tag_message(
-            MalformedEngineResponseError,
-            f"SGLang at {response.request.url} broke the /generate contract; its answer is "
-            f"unusable for training: {exc}",
-        ),
-    )

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, cast
 
-from miles_verifiers.errors import RolloutCallError, recorded_error_class
+from miles_verifiers.engine.errors import ENGINE_ABORTED_CODE, UNUSABLE_ANSWER_CODE
+from miles_verifiers.errors import RolloutCallError, recorded_error_code
 from miles_verifiers.protocol.records import (
     BranchRecord,
     NodeRecord,
@@ -86,19 +87,13 @@ class RewardKeyError(ConversionError):
 
 def looks_like_engine_abort(error: Any) -> bool:
     """True for a trace error that records an SGLang abort rather than a failure."""
-    from miles_verifiers.engine.errors import EngineAbortedError
-
-    found = recorded_error_class(error)
-    return found is not None and issubclass(found, EngineAbortedError)
+    return recorded_error_code(error) == ENGINE_ABORTED_CODE
 
 
 def looks_like_contract_breach(error: Any) -> bool:
     """True for a trace error recording an engine answer the transport refused as untrustworthy
     (positive logprobs, too many tokens, ids outside the vocabulary, misaligned metadata)."""
-    from miles_verifiers.engine.errors import MalformedEngineResponseError
-
-    found = recorded_error_class(error)
-    return found is not None and issubclass(found, MalformedEngineResponseError)
+    return recorded_error_code(error) == UNUSABLE_ANSWER_CODE
 
 
 def trace_reward(

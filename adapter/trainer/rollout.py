@@ -42,6 +42,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from miles_verifiers.engine.client import EngineClient
+from miles_verifiers.engine.proxies import ensure_loopback_bypass
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol.messages import (
     CleanupSpec,
@@ -269,9 +271,9 @@ def run_versions(description: Description, settings: AdapterSettings) -> dict[st
     """What each side runs: ``trainer`` (this process), ``episodes`` (this process's again, or
     what the workers' interpreter reported when it described the taskset) and
     ``episode_python``, the workers' interpreter (None: the episodes run in this process)."""
-    from miles_verifiers.protocol.versions import trainer_versions
+    from miles_verifiers.protocol.versions import process_versions
 
-    trainer = trainer_versions()
+    trainer = process_versions()
     python = settings.episode_python
     episodes = trainer if python is None else dict(description.versions)
     return {"trainer": trainer, "episodes": episodes, "episode_python": python}
@@ -373,7 +375,6 @@ class VerifiersRolloutFn:
         self._warned_snapshot = False
         self._workers = _episode_backend(self._run)
         # Sampling keys the router drops, warned about once per rollout function.
-        self._router_drops_warned: set[str] = set()
         # Workers are stopped on close(), when this instance is collected, and at exit.
         self._stop_workers = weakref.finalize(self, self._workers.close)
 
@@ -409,9 +410,6 @@ class VerifiersRolloutFn:
     # -- pieces shared by both modes
 
     def _scope(self, mode: str) -> WorkerCallScope:
-        from miles_verifiers.engine.proxies import ensure_loopback_bypass
-        from miles_verifiers.episodes.transport import SGLangTransport
-
         # Harnesses reach Verifiers' interception server on localhost with clients that trust
         # the environment's proxy settings; loopback must never go to a proxy (it cannot reach
         # this machine, and each request carries the rollout's bearer secret and prompt).
@@ -426,7 +424,7 @@ class VerifiersRolloutFn:
         rid_prefix = new_rid_prefix(mode)
         settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
         # The trainer's own transport: the served-model check and the backstop aborts.
-        transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
+        transport = EngineClient(settings)
         return WorkerCallScope(
             pool=self._workers,
             call_id=rid_prefix,

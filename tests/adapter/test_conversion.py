@@ -344,7 +344,7 @@ def test_error_wins_over_truncation(task_data, build_trace):
 
 
 def test_engine_abort_is_aborted_not_failed(single_turn_trace):
-    from miles_verifiers.engine.errors import EngineAbortedError
+    from miles_verifiers.episodes.transport.errors import EngineAbortedError
     from miles_verifiers.errors import tag_message
 
     message = tag_message(EngineAbortedError, "the engine aborted after 3 token(s)")

@@ -16,11 +16,13 @@ import miles_verifiers
 from miles_verifiers import errors
 from miles_verifiers.engine.errors import (
     EngineAborted,
-    EngineAbortedError,
     InvalidPrompt,
-    MalformedEngineResponseError,
     MalformedOutput,
     RequestRejected,
+)
+from miles_verifiers.episodes.transport.errors import (
+    EngineAbortedError,
+    MalformedEngineResponseError,
     error_for_output,
     error_for_rejection,
 )

@@ -9,17 +9,19 @@ from verifiers.v1.errors import OverlongPromptError, ProviderError, model_error
 
 from miles_verifiers.engine.errors import (
     EngineAborted,
-    EngineAbortedError,
-    MalformedEngineResponseError,
     MalformedOutput,
     MultimodalNotSupported,
     engine_error_message,
+    is_retryable_status,
+    is_retryable_transport_error,
+)
+from miles_verifiers.episodes.transport.errors import (
+    EngineAbortedError,
+    MalformedEngineResponseError,
     error_for_output,
     error_for_rejection,
     error_for_status,
     error_for_transport_failure,
-    is_retryable_status,
-    is_retryable_transport_error,
 )
 
 REQUEST = httpx.Request("POST", "http://engine.test:30000/generate")

@@ -91,6 +91,6 @@ def test_a_router_that_forwards_only_get_model_info_is_asked_there(make_harness)
 def test_a_router_without_model_info_is_not_refused(make_harness, caplog) -> None:
     h = make_harness()
     h.engine.replies.extend([httpx.Response(404), httpx.Response(404)])
-    with caplog.at_level("DEBUG", logger="miles_verifiers.episodes.transport.transport"):
+    with caplog.at_level("DEBUG", logger="miles_verifiers.engine.client"):
         asyncio.run(h.transport.verify_served_model("Qwen/Qwen3-0.6B"))
     assert "serves no /model_info" in caplog.text

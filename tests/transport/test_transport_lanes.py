@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.episodes.transport.transport import CONNECTIONS_PER_LANE, _lane_sizes
+from miles_verifiers.engine.client import CONNECTIONS_PER_LANE, _lane_sizes
 
 
 @pytest.mark.parametrize("budget", [1, 4, 31, 32, 33, 70, 512, 1000])

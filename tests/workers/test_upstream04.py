@@ -41,7 +41,7 @@ def test_an_overlong_prompt_reaches_a_04_harness_as_a_context_overflow():
         """
         import httpx, openai, renderers
         from verifiers.v1.harnesses.utils.compaction import is_context_overflow
-        from miles_verifiers.engine.errors import overlong_prompt
+        from miles_verifiers.episodes.transport.errors import overlong_prompt
 
         error = overlong_prompt("the prompt has 9 tokens; the SGLang engine accepts fewer than 8")
         assert isinstance(error, renderers.OverlongPromptError), type(error)

@@ -5,10 +5,8 @@ returns the exact sampled token ids and logprobs.
 """
 
 from miles_verifiers.engine.errors import (
-    EngineAbortedError,
     InvalidPrompt,
     InvalidSamplingParams,
-    MalformedEngineResponseError,
     MultimodalNotSupported,
     RequestRejected,
 )
@@ -21,6 +19,10 @@ from miles_verifiers.engine.settings import (
     TransportSettings,
 )
 from miles_verifiers.engine.workers import AbortReport, WorkerListError
+from miles_verifiers.episodes.transport.errors import (
+    EngineAbortedError,
+    MalformedEngineResponseError,
+)
 from miles_verifiers.episodes.transport.transport import SGLangTransport
 
 __all__ = [

@@ -14,12 +14,13 @@ from typing import Any
 from miles_verifiers.engine.errors import (
     InvalidPrompt,
     MultimodalNotSupported,
+    PromptDoesNotFit,
     RequestRejected,
-    overlong_prompt,
 )
 from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.sampling import translate_sampling
 from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport.errors import overlong_prompt
 
 __all__ = [
     "CONTINUATION_HINT_KEY",
@@ -130,12 +131,17 @@ def build_generate_call(
             f"the first prompt of the rollout has {len(prompt)} tokens, over the limit of "
             f"{limit} (max_prompt_len)"
         )
-    sampling = translate_sampling(
-        body.get("sampling_params"),
-        settings=settings,
-        prompt_len=len(prompt),
-        engine_limits=engine_limits,
-    )
+    try:
+        sampling = translate_sampling(
+            body.get("sampling_params"),
+            settings=settings,
+            prompt_len=len(prompt),
+            engine_limits=engine_limits,
+        )
+    except PromptDoesNotFit as exc:
+        # The engine layer only says the prompt does not fit; the harness must see it as the
+        # Verifiers where it runs reports an overlong prompt.
+        raise overlong_prompt(str(exc)) from None
     payload: dict[str, Any] = {
         "rid": rid,
         "input_ids": prompt,

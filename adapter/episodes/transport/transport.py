@@ -9,37 +9,31 @@ ledger, in-flight rids, the pooled client).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
 
+from miles_verifiers.engine.client import EngineClient
 from miles_verifiers.engine.errors import (
     EngineAborted,
     MalformedOutput,
     RequestRejected,
+    is_retryable_status,
+    is_retryable_transport_error,
+)
+from miles_verifiers.engine.limits import EngineLimits, fetch_deployment_limits
+from miles_verifiers.engine.proxies import environment_proxy_for
+from miles_verifiers.engine.routers import keys_dropped_by_router
+from miles_verifiers.engine.settings import TransportSettings, resolve_engine_url
+from miles_verifiers.episodes.transport.errors import (
     error_for_output,
     error_for_rejection,
     error_for_status,
     error_for_transport_failure,
-    is_retryable_status,
-    is_retryable_transport_error,
 )
-from miles_verifiers.engine.identity import check_served_model
-from miles_verifiers.engine.limits import EngineLimits, fetch_deployment_limits
-from miles_verifiers.engine.proxies import direct_mounts, environment_proxy_for
-from miles_verifiers.engine.routers import keys_dropped_by_router
-from miles_verifiers.engine.settings import (
-    EngineAddressError,
-    TransportSettings,
-    resolve_engine_url,
-)
-from miles_verifiers.engine.tls import default_tls_context
-from miles_verifiers.engine.workers import AbortReport, abort_on_workers, list_workers
 from miles_verifiers.episodes.transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers.episodes.transport.request import (
     GenerateCall,
@@ -64,21 +58,8 @@ logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[Any]]
 
-# A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
-MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
-# Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
-# large enough that a handful of clients cover a whole rollout's concurrency.
-CONNECTIONS_PER_LANE = 16
-
-
-def _lane_sizes(max_connections: int) -> list[int]:
-    """Split a connection budget into pools of at most CONNECTIONS_PER_LANE that sum to it."""
-    full, rest = divmod(max_connections, CONNECTIONS_PER_LANE)
-    return [CONNECTIONS_PER_LANE] * full + ([rest] if rest else [])
-
-
-class SGLangTransport:
+class SGLangTransport(EngineClient):
     """Sends Renderers' generate requests to SGLang's native ``/generate``.
 
     Safe for many concurrent tasks on one event loop. ``http_transport`` replaces httpx's
@@ -96,29 +77,14 @@ class SGLangTransport:
         sleep: Sleep = asyncio.sleep,
         router_drops_warned: set[str] | None = None,
     ) -> None:
-        self._settings = settings
+        super().__init__(settings, http_transport=http_transport)
         self._router_drops_warned = set() if router_drops_warned is None else router_drops_warned
-        self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
-        self._rid_numbers = itertools.count()
         self._sessions = SessionLedger(settings.session_cache_size)
         self._prefix_cache = PrefixCacheLedger(settings.session_cache_size)
-        self._in_flight: set[str] = set()
         self._reported_keys: set[str] = set()
-        self._http_transport = http_transport
         self._sleep = sleep
-        # httpx's pool scans every connection it holds on each request event, so one pool of
-        # hundreds of connections makes the client CPU-bound at high concurrency. Requests are
-        # spread round-robin over small pools ("lanes") instead; see _lane_sizes.
-        self._lanes: list[httpx.AsyncClient] = []
-        self._lanes_loop: asyncio.AbstractEventLoop | None = None
-        self._next_lane = itertools.count()
         self._engine_limits: EngineLimits | None = None
         self._limits_lock: asyncio.Lock | None = None
-        self._model_checked = False
-
-    @property
-    def settings(self) -> TransportSettings:
-        return self._settings
 
     # --- what TrainClient / renderers use --------------------------------------------------
 
@@ -200,123 +166,6 @@ class SGLangTransport:
         """What the engine reported about ``session_id``'s prompts (None: nothing answered)."""
         return self._prefix_cache.get(session_id)
 
-    async def close(self) -> None:
-        """Close the pooled HTTP clients; a later request opens new ones."""
-        lanes, loop = self._lanes, self._lanes_loop
-        self._lanes, self._lanes_loop = [], None
-        if not lanes:
-            return
-        if loop is asyncio.get_running_loop():
-            await asyncio.gather(*(lane.aclose() for lane in lanes))
-        else:
-            # Its connections belong to another (usually finished) loop and cannot be closed
-            # from this one; dropping the client lets them be collected.
-            logger.debug("dropping an SGLang HTTP client opened on another event loop")
-
-    # --- which model the engine serves -----------------------------------------------------
-
-    async def verify_served_model(
-        self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
-    ) -> None:
-        """Refuse an engine whose ``/model_info`` names another model than ``expected`` (or
-        one of its ``aliases``).
-
-        Asks once per transport (a transport serves one rollout call). An engine or router
-        that does not answer the question (no such route, an error, unreachable) is not
-        refused here: the generate requests report an unreachable engine themselves.
-        Raises :class:`~miles_verifiers.engine.identity.EngineModelMismatchError`.
-        """
-        if self._model_checked:
-            return
-        base = resolve_engine_url(self._settings)
-        info = await self._model_info(base, timeout_s)
-        self._model_checked = True
-        if info is None:
-            return
-        check_served_model(expected, info, base, aliases=aliases)
-
-    async def _model_info(self, base: str, timeout_s: float) -> object | None:
-        client = self._http()
-        for path in MODEL_INFO_PATHS:
-            url = f"{base}{path}"
-            try:
-                response = await client.get(url, timeout=timeout_s)
-            except httpx.HTTPError as exc:
-                logger.debug("not checking the served model: GET %s failed (%s)", url, exc)
-                return None
-            if response.status_code in (404, 405):
-                continue
-            if response.status_code != 200:
-                logger.debug(
-                    "not checking the served model: GET %s answered HTTP %d",
-                    url,
-                    response.status_code,
-                )
-                return None
-            try:
-                return response.json()
-            except ValueError:
-                logger.debug("not checking the served model: GET %s is not JSON", url)
-                return None
-        logger.debug("not checking the served model: %s serves no /model_info", base)
-        return None
-
-    # --- cancelling leftover work ----------------------------------------------------------
-
-    @property
-    def rid_prefix(self) -> str:
-        """Every rid this transport sends is ``f"{rid_prefix}-<n>"``."""
-        return self._rid_prefix
-
-    @property
-    def in_flight_rids(self) -> frozenset[str]:
-        return frozenset(self._in_flight)
-
-    async def list_workers(self, *, timeout_s: float = 10.0) -> tuple[str, ...]:
-        """The worker URLs behind the configured router."""
-        return await list_workers(
-            self._http(), resolve_engine_url(self._settings), timeout_s=timeout_s
-        )
-
-    async def abort(
-        self, worker_urls: Sequence[str] | None = None, *, timeout_s: float = 10.0
-    ) -> AbortReport:
-        """Abort this transport's requests on the given workers (default: the router's list).
-
-        Posts each in-flight rid exactly, plus the rid prefix. The aborted requests come back
-        from SGLang as aborts and are raised as ``EngineAbortedError`` to their callers.
-        """
-        if worker_urls is None:
-            worker_urls = await self.list_workers(timeout_s=timeout_s)
-        rids = [f"{self._rid_prefix}-", *sorted(self._in_flight)]
-        return await abort_on_workers(self._http(), worker_urls, rids, timeout_s=timeout_s)
-
-    # --- internals -------------------------------------------------------------------------
-
-    def _new_rid(self) -> str:
-        return f"{self._rid_prefix}-{next(self._rid_numbers)}"
-
-    def _http(self) -> httpx.AsyncClient:
-        """The next pooled client of the running event loop (httpx clients cannot change loops)."""
-        loop = asyncio.get_running_loop()
-        if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
-            if self._lanes and not self._lanes[0].is_closed:
-                logger.debug("event loop changed; opening new SGLang HTTP clients")
-            tls = default_tls_context()
-            mounts = self._direct_mounts()
-            self._lanes = [
-                httpx.AsyncClient(
-                    limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-                    timeout=self._settings.timeouts.to_httpx(),
-                    transport=self._http_transport,
-                    verify=tls,
-                    mounts=mounts,
-                )
-                for size in _lane_sizes(self._settings.max_connections)
-            ]
-            self._lanes_loop = loop
-        return self._lanes[next(self._next_lane) % len(self._lanes)]
-
     async def _limits(self, base_url: str) -> EngineLimits | None:
         """The engine's limits, read on this transport's first request (bounded by the
         connect timeout); None when probing is off."""
@@ -335,18 +184,6 @@ class SGLangTransport:
                         timeout_s=timeout_s,
                     )
         return self._engine_limits
-
-    def _direct_mounts(self) -> dict[str, None] | None:
-        """Loopback engines are reached directly even when the environment names a proxy,
-        which could not reach this machine's loopback anyway. A given ``http_transport``
-        already ignores environment proxies."""
-        if self._http_transport is not None:
-            return None
-        try:
-            engine = [resolve_engine_url(self._settings)]
-        except EngineAddressError:
-            engine = []
-        return direct_mounts(engine)
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:
         lost = keys_dropped_by_router(call.payload["sampling_params"], self._settings.router)

@@ -23,6 +23,7 @@ from typing import Any, Protocol, Self
 
 import httpx
 
+from miles_verifiers.engine.client import EngineClient
 from miles_verifiers.errors import abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
 from miles_verifiers.protocol.messages import CallStart, CleanupSpec, GroupRequest
@@ -63,7 +64,7 @@ class WorkerCallScope:
     pool: EpisodeBackend
     call_id: str
     mode: str
-    transport: Any  # the trainer's own transport: model check and the backstop aborts
+    transport: EngineClient  # the trainer's own: the model check and the backstop aborts
     sampling_for: SamplingFor
     deadline_s: float
     engine_url: str
