@@ -31,6 +31,7 @@ __all__ = [
     "CommandLineError",
     "EngineError",
     "MilesVerifiersError",
+    "RendererSetupError",
     "RolloutCallError",
     "SetupError",
     "recorded_error_class",
@@ -65,6 +66,10 @@ class MilesVerifiersError(Exception):
 
 class SetupError(MilesVerifiersError):
     """The run cannot work as configured; nothing was run. The message names the fix."""
+
+
+class RendererSetupError(SetupError, ValueError):
+    """The tokenizer or renderer for the model cannot be built; names the flag to change."""
 
 
 class RolloutCallError(MilesVerifiersError):

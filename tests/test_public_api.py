@@ -69,3 +69,16 @@ def test_importing_the_package_loads_no_heavy_dependency() -> None:
     )
 
     assert result.stdout.strip() == "[]"
+
+
+def test_the_entry_point_miles_loads_imports_nothing_episodes_run_on() -> None:
+    code = (
+        "import sys, miles_verifiers; miles_verifiers.VerifiersRolloutFn; "
+        "print(sorted({m.partition('.')[0] for m in sys.modules} & "
+        "{'verifiers', 'renderers', 'transformers', 'openai', 'mcp'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+
+    assert result.stdout.strip() == "[]"

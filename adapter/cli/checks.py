@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers.engine.routers import RouterKind
-from miles_verifiers.protocol.versions import trainer_versions
+from miles_verifiers.protocol.versions import process_versions
 from miles_verifiers.trainer import construction
 from miles_verifiers.trainer.backends.setup import choose_episode_side
 from miles_verifiers.trainer.contract.compat import contract
@@ -134,7 +134,7 @@ def check_construction(
         train=options.train,
         eval=options.eval if options.eval_enabled else None,
         router=RouterKind.for_miles(options.use_miles_router),
-        trainer_versions=trainer_versions(),
+        trainer_versions=process_versions(),
         worker_python=settings.episode_python,
         worker_versions=described.versions if settings.episode_python is not None else None,
     )

@@ -24,17 +24,11 @@ import sys
 import threading
 
 from miles_verifiers.episodes.worker import WorkerHandler
+from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.framing import encode_frame, read_frame, tag, untag
-from miles_verifiers.trainer.backends import procs
+from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S, STOP_BOUND_S
 
 logger = logging.getLogger(__name__)
-
-# Bound on ending every open call once stdin has closed (each step is bounded already).
-EXIT_GRACE_S = 30.0
-# Then what the worker started and did not end gets this long after SIGTERM before SIGKILL.
-DESCENDANT_GRACE_S = 2.0
-# All a worker does once SIGTERM came or stdin closed, bounded: past it a watchdog ends it.
-STOP_BOUND_S = EXIT_GRACE_S + DESCENDANT_GRACE_S + 1.0
 
 
 def _protocol_stdout() -> int:

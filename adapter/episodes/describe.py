@@ -14,29 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.protocol.messages import PROTOCOL_VERSION, DescribeRequest, Description
+from miles_verifiers.protocol.messages import DescribeRequest, Description
 from miles_verifiers.protocol.records import task_record
-
-# What a worker reports it runs, in its hello and its description (with its Python and the
-# protocol it speaks).
-REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
-
-
-def installed_versions() -> dict[str, str]:
-    from miles_verifiers.versions import installed_versions as versions_of
-
-    found = versions_of(REPORTED_DISTRIBUTIONS)
-    return (
-        {"python": platform.python_version()}
-        | {name: version for name, version in found.items() if version is not None}
-        | {"protocol": PROTOCOL_VERSION}
-    )
+from miles_verifiers.protocol.versions import process_versions
 
 
 def describe_loaded(
@@ -53,7 +38,7 @@ def describe_loaded(
         has_group_reward=loaded.has_group_reward,
         renderer_identity=renderer_identity,
         vocab_size=vocab_size,
-        versions=installed_versions(),
+        versions=process_versions(),
     )
 
 

@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from miles_verifiers.episodes.describe import (
     describe,
-    installed_versions,
     load_and_describe,
     load_config_and_taskset,
 )
@@ -53,6 +52,7 @@ from miles_verifiers.protocol.messages import (
     read_request,
 )
 from miles_verifiers.protocol.records import trace_record
+from miles_verifiers.protocol.versions import process_versions
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class Generation02:
 
 def installed_generation() -> Generation:
     """The generation of the Verifiers this interpreter has installed."""
-    return generation_for(installed_versions().get("verifiers"))
+    return generation_for(process_versions().get("verifiers"))
 
 
 def generation_for(verifiers_version: str | None) -> Generation:
@@ -308,7 +308,7 @@ class WorkerHandler:
         if isinstance(body, WorkerSetup):
             if self._built is None:
                 self._built = await asyncio.to_thread(self._generation.build, body)
-            return Ready(versions=installed_versions())
+            return Ready(versions=process_versions())
         if isinstance(body, DescribeRequest):
             return await asyncio.to_thread(self._generation.describe, body)
         if isinstance(body, CallStart):
@@ -421,7 +421,11 @@ def _error_record(error: BaseException, failure: str | None = None) -> EpisodeEr
 
 
 def _refused(error: BaseException) -> Refused:
-    return Refused(error_type=type(error).__name__, message=str(error)[:4000])
+    return Refused(
+        error_type=type(error).__name__,
+        message=str(error)[:4000],
+        error_bases=tuple(cls.__name__ for cls in type(error).__mro__[1:]),
+    )
 
 
 def _request_id(data: bytes) -> int:

@@ -238,6 +238,8 @@ class Refused(_Message):
     kind: Literal["refused"] = "refused"
     error_type: str
     message: str
+    # The class's bases, nearest first: the other side raises the nearest one it knows.
+    error_bases: tuple[str, ...] = ()
 
 
 ReplyBody = Annotated[

@@ -20,6 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+# Bound on a worker ending every open call once its input has closed (each step is bounded).
+EXIT_GRACE_S = 30.0
+# Then what the worker started and did not end gets this long after SIGTERM before SIGKILL.
+DESCENDANT_GRACE_S = 2.0
+# All a worker does once SIGTERM came or its input closed, bounded: past it a watchdog ends it.
+STOP_BOUND_S = EXIT_GRACE_S + DESCENDANT_GRACE_S + 1.0
+
 # Set in each local worker's environment; inherited by what it starts (see module docstring).
 TOKEN_VARIABLE = "MILES_VERIFIERS_EPISODE_WORKER_TOKEN"
 _PR_SET_CHILD_SUBREAPER = 36

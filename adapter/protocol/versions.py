@@ -10,9 +10,12 @@ checked.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping
 
 from miles_verifiers.errors import RolloutCallError
+from miles_verifiers.protocol.messages import PROTOCOL_VERSION
+from miles_verifiers.versions import installed_versions as versions_of
 
 # The order versions are shown in; anything else a side reports follows, sorted.
 SHOWN = ("python", "miles-verifiers", "verifiers", "renderers", "protocol")
@@ -22,12 +25,19 @@ class WorkerVersionsError(RolloutCallError):
     """An episode worker runs other versions than the interpreter construction described."""
 
 
-def trainer_versions() -> dict[str, str]:
-    """This process's versions, as a worker reports its own (a distribution that is not
-    installed is left out)."""
-    from miles_verifiers.episodes.describe import installed_versions
+# What each side reports it runs, besides its Python and the protocol it speaks.
+REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 
-    return installed_versions()
+
+def process_versions() -> dict[str, str]:
+    """This process's versions: the trainer's own, or a worker's in its hello and description
+    (a distribution that is not installed is left out)."""
+    found = versions_of(REPORTED_DISTRIBUTIONS)
+    return (
+        {"python": platform.python_version()}
+        | {name: version for name, version in found.items() if version is not None}
+        | {"protocol": PROTOCOL_VERSION}
+    )
 
 
 def version_line(versions: Mapping[str, str]) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from miles_verifiers.engine.routers import RouterKind
@@ -60,6 +60,8 @@ class StageResult:
     products: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     error: BaseException | None = None
+    # The stage the problems are reported under, where not the one that found them.
+    reported_as: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -162,6 +164,9 @@ def _taskset(given: Products) -> StageResult:
     )
     try:
         described = given["episodes"].describe(request)
+    except ConfigError as error:
+        # The episode side validates the config as it loads it: the user's fix is in the file.
+        return replace(_failed(error), reported_as="config")
     except SetupError as error:
         return _failed(error)
     products: dict[str, Any] = {"description": described}
@@ -341,7 +346,8 @@ def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey
             result = stage.run(products)
         except Exception as error:
             result = _failed(error, [f"{type(error).__name__}: {error}"])
-        found += [StageReport(stage.name, line, result.error) for line in result.problems]
+        name = result.reported_as or stage.name
+        found += [StageReport(name, line, result.error) for line in result.problems]
         products.update(result.products)
         if result.failed and stage.halts:
             break

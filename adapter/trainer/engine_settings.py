@@ -18,10 +18,6 @@ from miles_verifiers.errors import SetupError
 logger = logging.getLogger(__name__)
 
 
-class RendererSetupError(SetupError, ValueError):
-    """The tokenizer or renderer for the model cannot be built; names the flag to change."""
-
-
 class EngineAddressUnsetError(SetupError, ValueError):
     """Miles has not set the SGLang router address on ``args`` yet."""
 
@@ -60,7 +56,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
     and chosen per rollout call.
     """
     from miles_verifiers.engine.routers import RouterKind
-    from miles_verifiers.episodes.transport import RoutingPolicy, TransportSettings
+    from miles_verifiers.engine.settings import RoutingPolicy, TransportSettings
 
     sampling = options.train if mode == "train" else options.eval
     routing = (

@@ -255,3 +255,28 @@ def test_a_stream_cut_inside_a_frame_is_refused() -> None:
 def test_a_frame_announcing_more_than_the_limit_is_refused_unread() -> None:
     with pytest.raises(FrameError, match="limit"):
         _read_all(b"\xff\xff\xff\xff")
+
+
+def test_a_refusal_of_a_class_unknown_here_keeps_its_nearest_known_base() -> None:
+    from miles_verifiers.protocol.config_file import ConfigError
+    from miles_verifiers.trainer.backends.setup import _as_setup_error
+
+    refused = Refused(
+        error_type="SchemaOnlyTheWorkerKnows",
+        message="taskset.num_tasks: not a number",
+        error_bases=("SchemaBaseOnlyTheWorkerKnows", "ConfigError", "SetupError", "Exception"),
+    )
+
+    error = _as_setup_error(refused)
+
+    assert isinstance(error, ConfigError)
+    assert "SchemaOnlyTheWorkerKnows: taskset.num_tasks" in str(error)
+
+
+def test_the_worker_sends_the_bases_of_the_error_it_refuses_with() -> None:
+    from miles_verifiers.episodes.worker import _refused
+    from miles_verifiers.protocol.config_file import ConfigSyntaxError
+
+    refused = _refused(ConfigSyntaxError("line 1: no value", field="taskset", fix="add one"))
+
+    assert refused.error_bases[:2] == ("ConfigError", "SetupError")

@@ -26,7 +26,7 @@ build_all()
 from huggingface_hub import snapshot_download
 from miles_verifiers.episodes.v04.config import describe04
 from miles_verifiers.protocol.messages import DescribeRequest, RendererSpecModel
-from miles_verifiers.trainer.engine_settings import RendererSetupError
+from miles_verifiers.errors import RendererSetupError
 
 checkpoint = sys.argv[1]
 if checkpoint == "copy":  # a local copy of Qwen3's tokenizer, under a name Renderers lacks

@@ -23,7 +23,7 @@ from miles_verifiers.protocol.messages import (
 )
 from miles_verifiers.protocol.versions import (
     WorkerVersionsError,
-    trainer_versions,
+    process_versions,
     version_line,
 )
 from miles_verifiers.trainer.backends.call import WorkerCallScope
@@ -123,7 +123,7 @@ def test_a_worker_running_what_was_described_runs_its_groups() -> None:
 
 
 def test_a_side_reports_its_python_verifiers_renderers_and_protocol() -> None:
-    versions = trainer_versions()
+    versions = process_versions()
 
     assert versions["protocol"] == PROTOCOL_VERSION
     assert {"python", "miles-verifiers"} <= set(versions)
@@ -147,4 +147,4 @@ def test_a_run_on_workers_records_the_versions_their_interpreter_described() -> 
 
     assert versions["episodes"] == DESCRIBED
     assert versions["episode_python"] == sys.executable
-    assert versions["trainer"] == trainer_versions()
+    assert versions["trainer"] == process_versions()

@@ -46,11 +46,11 @@ from miles_verifiers.episodes.v02.upstream import (
 )
 from miles_verifiers.errors import (
     UNSUPPORTED_REQUEST_CODE,
+    RendererSetupError,
     RolloutCallError,
     SetupError,
     tag_message,
 )
-from miles_verifiers.trainer.engine_settings import RendererSetupError
 
 logger = logging.getLogger(__name__)
 

@@ -274,7 +274,7 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
 
     from miles_verifiers.episodes.preloaded import load_tokenizer
     from miles_verifiers.episodes.v02.clients import IDENTITY_FLAGS
-    from miles_verifiers.trainer.engine_settings import RendererSetupError
+    from miles_verifiers.errors import RendererSetupError
 
     try:
         tokenizer = load_tokenizer(spec.tokenizer_source)
@@ -318,9 +318,9 @@ def config_prefix04(request: DescribeRequest) -> tuple[str, ...]:
 def describe04(request: DescribeRequest) -> Description:
     """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
     from miles_verifiers.episodes.content import check_task_prompts
-    from miles_verifiers.episodes.describe import installed_versions
     from miles_verifiers.episodes.v02.clients import identify_renderer
     from miles_verifiers.episodes.v04.harness_needs import check_harness_needs04
+    from miles_verifiers.protocol.versions import process_versions
     from miles_verifiers.versions import WORKER_VERSIONS_04, require_supported_versions
 
     # The worker's own Verifiers is the one that runs the episodes: check it first.
@@ -339,7 +339,7 @@ def describe04(request: DescribeRequest) -> Description:
         has_group_reward=False,  # 0.3 removed @group_reward; Env.finalize judges an episode
         renderer_identity=identity,
         vocab_size=vocab_size,
-        versions=installed_versions(),
+        versions=process_versions(),
         env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
         seats=describe_seats04(loaded.environment, loaded.config),
         service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),

@@ -32,11 +32,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from miles_verifiers.episodes.child import STOP_BOUND_S
+from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers.protocol.messages import PROTOCOL_VERSION
+from miles_verifiers.protocol.procs import STOP_BOUND_S
 from miles_verifiers.protocol.worker_path import path_with_bin_first
-from miles_verifiers.trainer.backends import procs
 from miles_verifiers.trainer.backends.link import WorkerLostError
 
 logger = logging.getLogger(__name__)

@@ -66,23 +66,23 @@ class _EpisodeWorkerActor:
     def __init__(self, python: str | None = None) -> None:
         import sys
 
-        from miles_verifiers.episodes.worker import WorkerHandler
+        from miles_verifiers.protocol import procs
+        from miles_verifiers.protocol.handler import load_handler_class
         from miles_verifiers.protocol.worker_path import path_with_bin_first
-        from miles_verifiers.trainer.backends import procs
 
         # Its episodes run the programs of the interpreter it was started with (the workers'
         # virtualenv, as the path was given; else the one Ray started it with).
         os.environ["PATH"] = path_with_bin_first(python or sys.executable, os.environ.get("PATH"))
         procs.become_child_subreaper()
-        self._handler = WorkerHandler()
+        self._handler = load_handler_class()()
 
     async def handle(self, payload: bytes) -> bytes:
         return await self._handler.handle_frame(payload)
 
     async def shutdown(self) -> None:
         """End every call (closing its environment), then what this actor started."""
-        from miles_verifiers.episodes.child import DESCENDANT_GRACE_S, EXIT_GRACE_S
-        from miles_verifiers.trainer.backends import procs
+        from miles_verifiers.protocol import procs
+        from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S
 
         try:
             async with asyncio.timeout(EXIT_GRACE_S):
@@ -152,7 +152,7 @@ class RayWorker:
 
 
 def _shutdown_bound_s() -> float:
-    from miles_verifiers.episodes.child import STOP_BOUND_S
+    from miles_verifiers.protocol.procs import STOP_BOUND_S
 
     return STOP_BOUND_S
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from miles_verifiers.errors import SetupError
+from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.messages import (
     CleanupSpec,
     DescribeRequest,
@@ -33,7 +34,6 @@ from miles_verifiers.protocol.messages import (
     WorkerSetup,
     read_reply,
 )
-from miles_verifiers.trainer.backends import procs
 from miles_verifiers.trainer.backends.call import EpisodeBackend
 from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
 from miles_verifiers.trainer.backends.link import WorkerLostError
@@ -68,12 +68,19 @@ def _setup_error_classes() -> dict[str, type[SetupError]]:
 
 def _as_setup_error(refused: Refused) -> SetupError:
     """The construction error the episode side raised, as the same class where it is known here
-    (its message unchanged), so a check reads the same whichever side made it."""
-    cls = _setup_error_classes().get(refused.error_type)
-    if cls is None:
-        return EpisodeSideError(f"{refused.error_type}: {refused.message}")
+    (its message unchanged), else as its nearest base known here (a config error stays one), so
+    a check reads the same whichever side made it."""
+    known = _setup_error_classes()
+    cls: type[SetupError] = EpisodeSideError
+    message = f"{refused.error_type}: {refused.message}"
+    if refused.error_type in known:
+        cls, message = known[refused.error_type], refused.message
+    else:
+        bases = [known[name] for name in refused.error_bases if name in known]
+        if bases and bases[0] is not SetupError:
+            cls = bases[0]
     error = cls.__new__(cls)
-    Exception.__init__(error, refused.message)
+    Exception.__init__(error, message)
     return error
 
 
