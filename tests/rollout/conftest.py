@@ -27,6 +27,7 @@ from tests.rollout.rollout_support import (
     MilesLoop,
     RecordingEngine,
     RolloutFnFactory,
+    Rollouts,
     point_at,
 )
 
@@ -77,6 +78,17 @@ def build_rollout_fn(
         return fn
 
     return build
+
+
+@pytest.fixture
+def rollouts(
+    engine: RecordingEngine,
+    engine_port: int,
+    miles_loop: MilesLoop,
+    build_rollout_fn: RolloutFnFactory,
+    tmp_path: Path,
+) -> Rollouts:
+    return Rollouts(engine, engine_port, miles_loop, build_rollout_fn, tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,9 @@ prompt, 64 concurrent requests, Qwen3 thinking off (so multi-turn histories brid
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from miles_verifiers.trainer.contract.compat import contract
@@ -34,6 +36,7 @@ __all__ = [
     "MilesLoop",
     "RecordingEngine",
     "RolloutFnFactory",
+    "Rollouts",
     "call",
     "eval_input",
     "fingerprint",
@@ -85,3 +88,34 @@ def train_fingerprints(fn: Any, loop: MilesLoop, rollouts: int = 2) -> list[list
         [fingerprint(s) for s in flat(call(fn, train_input(r), loop).samples)]
         for r in range(rollouts)
     ]
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """One test's handle on the session's loopback engine and Miles loop (the ``rollouts``
+    fixture): taskset configs written to the test's folder, the rollout function built as Miles
+    builds it, and Miles' train and eval calls on it."""
+
+    engine: RecordingEngine
+    port: int
+    loop: MilesLoop
+    build_fn: RolloutFnFactory
+    folder: Path
+
+    def config(self, name: str, /, **tables: Any) -> Path:
+        """The fixture config ``name`` with some tables updated (see ``write_config``)."""
+        return write_config(self.folder, name, **tables)
+
+    def build(
+        self, args: Any, config: Path, settings: Any = None, *, data_source: Any = None
+    ) -> Any:
+        """The rollout function for ``args`` and ``config``, pointed at the loopback engine."""
+        return self.build_fn(args, config, settings, data_source=data_source)
+
+    def train(self, fn: Any, rollout_id: int = 0, weight_version: int | None = None) -> Any:
+        """Miles' train call ``rollout_id`` on ``fn``."""
+        return call(fn, train_input(rollout_id, weight_version), self.loop)
+
+    def evaluate(self, fn: Any, rollout_id: int = 0) -> Any:
+        """Miles' eval call ``rollout_id`` on ``fn``."""
+        return call(fn, eval_input(rollout_id), self.loop)

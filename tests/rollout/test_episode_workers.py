@@ -6,7 +6,6 @@ workers: ``test_episode_worker_kills.py``."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +14,12 @@ from miles_verifiers import AdapterSettings, VerifiersRolloutFn
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
     MilesLoop,
-    RecordingEngine,
-    RolloutFnFactory,
-    call,
-    eval_input,
+    Rollouts,
     fingerprint,
     flat,
     miles_args,
     train_fingerprints,
     train_input,
-    write_config,
 )
 from tests.workers.processes import (
     TEMPLATE_MODULE,
@@ -72,36 +67,30 @@ def close_after() -> Any:
 
 
 def test_two_workers_train_the_same_samples_as_one_process(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     close_after: Any,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
-    alone = build_rollout_fn(deterministic_args(), config)
-    expected = train_fingerprints(alone, miles_loop)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
+    alone = rollouts.build(deterministic_args(), config)
+    expected = train_fingerprints(alone, rollouts.loop)
 
-    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    fn = rollouts.build(deterministic_args(), config, workers(2))
     close_after(fn)
-    got = train_fingerprints(fn, miles_loop)
+    got = train_fingerprints(fn, rollouts.loop)
 
     assert got == expected
 
 
 def test_the_describe_step_and_every_worker_are_forked_from_one_template(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     close_after: Any,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
 
-    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    fn = rollouts.build(deterministic_args(), config, workers(2))
     close_after(fn)
     after_construction = [p.pid for p in descendants() if TEMPLATE_MODULE in p.cmdline]
-    call(fn, train_input(0), miles_loop)
+    rollouts.train(fn)
     parents = {p.ppid for p in descendants() if p.pid in worker_pids()}
     fn.close()
 
@@ -113,43 +102,37 @@ def test_the_describe_step_and_every_worker_are_forked_from_one_template(
 
 
 def test_workers_render_with_the_tokenizers_the_template_loaded_at_construction(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     close_after: Any,
 ) -> None:
     from huggingface_hub import snapshot_download
 
     # A local checkpoint (named as in the HF cache, so its renderer is known) that is gone
     # once construction is over: a worker that loaded its own tokenizer would fail.
-    checkpoint = tmp_path / "models--Qwen--Qwen3-0.6B" / "local"
+    checkpoint = rollouts.folder / "models--Qwen--Qwen3-0.6B" / "local"
     shutil.copytree(snapshot_download("Qwen/Qwen3-0.6B", local_files_only=True), checkpoint)
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    fn = build_rollout_fn(deterministic_args(hf_checkpoint=str(checkpoint)), config, workers(2))
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(deterministic_args(hf_checkpoint=str(checkpoint)), config, workers(2))
     close_after(fn)
     shutil.rmtree(checkpoint)
 
-    samples = flat(call(fn, train_input(0), miles_loop).samples)
+    samples = flat(rollouts.train(fn).samples)
 
     assert len(samples) == 4
     assert all(s.tokens for s in samples)
 
 
 def test_two_workers_evaluate_every_task_in_task_order(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     close_after: Any,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
-    alone = build_rollout_fn(deterministic_args(), config)
-    expected = call(alone, eval_input(0), miles_loop).data["mv-arith"]
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
+    alone = rollouts.build(deterministic_args(), config)
+    expected = rollouts.evaluate(alone).data["mv-arith"]
 
-    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    fn = rollouts.build(deterministic_args(), config, workers(2))
     close_after(fn)
-    entry = call(fn, eval_input(0), miles_loop).data["mv-arith"]
+    entry = rollouts.evaluate(fn).data["mv-arith"]
 
     assert [s.metadata["verifiers"]["task_index"] for s in entry["samples"]] == [
         i for i in range(5) for _ in range(2)
@@ -161,19 +144,16 @@ def test_two_workers_evaluate_every_task_in_task_order(
 
 
 def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
-    fn = build_rollout_fn(deterministic_args(), config, workers(2))
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
+    fn = rollouts.build(deterministic_args(), config, workers(2))
     assert worker_pids() == []  # workers start at the first call, not at construction
 
-    call(fn, train_input(0), miles_loop)
+    rollouts.train(fn)
     first = sorted(worker_pids())
-    call(fn, eval_input(0), miles_loop)
-    call(fn, train_input(1), miles_loop)
+    rollouts.evaluate(fn)
+    rollouts.train(fn, 1)
     second = sorted(worker_pids())
     fn.close()
 
@@ -183,20 +163,18 @@ def test_a_second_call_reuses_the_workers_and_close_leaves_no_process(
 
 
 def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_process(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     import asyncio
 
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
-    fn = build_rollout_fn(deterministic_args(), config, workers(2))
-    engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
+    fn = rollouts.build(deterministic_args(), config, workers(2))
+    # Every request hangs until aborted.
+    rollouts.engine.set_latency(LatencyModel(decode_s_per_token=5.0))
 
     async def start_then_cancel() -> bool:
         task = asyncio.get_running_loop().create_task(fn(train_input(0)))
-        while engine.in_flight < 4:
+        while rollouts.engine.in_flight < 4:
             await asyncio.sleep(0.02)
         task.cancel()
         try:
@@ -205,14 +183,16 @@ def test_cancelling_a_call_aborts_every_workers_requests_and_close_leaves_no_pro
             return True
         return False
 
-    cancelled = miles_loop.run(start_then_cancel(), timeout_s=120)
+    cancelled = rollouts.loop.run(start_then_cancel(), timeout_s=120)
     fn.close()
 
     assert cancelled
     # A request resent after a dropped connection can start after the abort; the engine
     # then ends it when its worker's connection closes.
-    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10), engine.in_flight
-    prefixes = {rid.split("-", 1)[0] for rid in engine.abort_calls}
+    assert wait_until(lambda: rollouts.engine.in_flight == 0, timeout_s=10), (
+        rollouts.engine.in_flight
+    )
+    prefixes = {rid.split("-", 1)[0] for rid in rollouts.engine.abort_calls}
     assert {p.rsplit("_w", 1)[1][:1] for p in prefixes if "_w" in p} == {"0", "1"}
     assert wait_until(lambda: not leftovers(), timeout_s=10), leftovers()
 
@@ -238,20 +218,17 @@ def test_a_worker_exits_when_its_parent_closes_its_input(miles_loop: MilesLoop) 
 
 
 def test_two_ray_workers_train_the_same_samples_as_one_process(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     ray = pytest.importorskip("ray")
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
-    alone = build_rollout_fn(deterministic_args(), config)
-    expected = [fingerprint(s) for s in flat(call(alone, train_input(0), miles_loop).samples)]
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
+    alone = rollouts.build(deterministic_args(), config)
+    expected = [fingerprint(s) for s in flat(rollouts.train(alone).samples)]
     started_ray = not ray.is_initialized()
 
-    fn = build_rollout_fn(deterministic_args(), config, workers(2, episode_worker_backend="ray"))
+    fn = rollouts.build(deterministic_args(), config, workers(2, episode_worker_backend="ray"))
     try:
-        got = [fingerprint(s) for s in flat(call(fn, train_input(0), miles_loop).samples)]
+        got = [fingerprint(s) for s in flat(rollouts.train(fn).samples)]
         actors = fn._workers.links if fn._workers is not None else []
     finally:
         fn.close()

@@ -15,9 +15,7 @@ from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers.trainer.rollout import LEGACY_CACHE_SIZE, _legacy_instance
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
-    MilesLoop,
-    RecordingEngine,
-    RolloutFnFactory,
+    Rollouts,
     call,
     eval_input,
     fingerprint,
@@ -35,13 +33,11 @@ HOOKS = "tests.rollout.hooks_for_tests"
 
 
 def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_other(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
-    engine.set_latency(LatencyModel(decode_s_per_token=0.002))  # keep both calls in flight together
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
+    # Slow decoding keeps both calls in flight together.
+    rollouts.engine.set_latency(LatencyModel(decode_s_per_token=0.002))
 
     def fresh() -> tuple[Any, VerifiersRolloutFn]:
         args = miles_args(
@@ -51,10 +47,10 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
             eval_interval=1,
             sglang_enable_deterministic_inference=True,
         )
-        return args, build_rollout_fn(args, config)
+        return args, rollouts.build(args, config)
 
     _, alone = fresh()
-    expected = train_fingerprints(alone, miles_loop)
+    expected = train_fingerprints(alone, rollouts.loop)
 
     _, shared = fresh()
 
@@ -65,7 +61,7 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
             )
         )
 
-    first, evaluation, second = miles_loop.run(overlapped())
+    first, evaluation, second = rollouts.loop.run(overlapped())
 
     assert [[fingerprint(s) for s in flat(o.samples)] for o in (first, second)] == expected
     entry = evaluation.data["mv-arith"]
@@ -75,38 +71,37 @@ def test_overlapping_train_and_eval_calls_on_one_instance_do_not_disturb_each_ot
 
 
 def test_leaving_a_call_cancels_its_episodes_and_aborts_only_its_own_requests(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    engine.set_latency(LatencyModel(decode_s_per_token=5.0))  # every request hangs until aborted
-    args = miles_args(eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    # Every request hangs until aborted.
+    rollouts.engine.set_latency(LatencyModel(decode_s_per_token=5.0))
+    fn = rollouts.build(miles_args(eval_interval=1), config)
 
     async def start_then_leave() -> tuple[str, list[Any]]:
         scope = fn._scope("eval")
         async with scope:
             runs = [scope.spawn(scope.run(i, i)) for i in range(2)]
-            while engine.in_flight < 2:
+            while rollouts.engine.in_flight < 2:
                 await asyncio.sleep(0.01)
         return scope.transport.rid_prefix, runs
 
-    prefix, runs = miles_loop.run(start_then_leave(), timeout_s=60)
+    prefix, runs = rollouts.loop.run(start_then_leave(), timeout_s=60)
 
     assert all(run.cancelled() for run in runs)
-    assert engine.in_flight == 0
-    assert engine.abort_calls and all(rid.startswith(prefix) for rid in engine.abort_calls)
+    assert rollouts.engine.in_flight == 0
+    assert rollouts.engine.abort_calls and all(
+        rid.startswith(prefix) for rid in rollouts.engine.abort_calls
+    )
 
 
 def test_the_legacy_entry_point_serves_train_and_eval_from_one_cached_instance(
-    engine: RecordingEngine, engine_port: int, use_config: Any, tmp_path: Path
+    rollouts: Rollouts, use_config: Any
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 3})
     use_config(config)
     args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1, eval_interval=1)
-    point_at(args, engine_port)  # on the legacy path nothing is built before SGLang is up
+    point_at(args, rollouts.port)  # on the legacy path nothing is built before SGLang is up
     data_source = object()
 
     first = in_worker_thread(lambda: generate_rollout(args, 0, data_source))
@@ -133,21 +128,18 @@ def test_the_legacy_instance_cache_is_bounded(use_config: Any, tmp_path: Path) -
 
 
 def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 3})
     data_source = object()
     args = miles_args(
         custom_rm_path=f"{HOOKS}.length_reward",
         rollout_sample_filter_path=f"{HOOKS}.remember_returned_groups",
         rollout_all_samples_process_path=f"{HOOKS}.remember_all_groups",
     )
-    fn = build_rollout_fn(args, config, data_source=data_source)
+    fn = rollouts.build(args, config, data_source=data_source)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     for sample in flat(output.samples):
         assert sample.reward == float(sample.response_length)
@@ -159,51 +151,45 @@ def test_a_custom_reward_model_replaces_the_verifiers_reward_before_the_filters(
 
 
 def test_a_group_reward_model_scores_each_group_in_one_call(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
-    args = miles_args(
-        n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward"
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 3})
+    fn = rollouts.build(
+        miles_args(
+            n_samples_per_prompt=3, group_rm=True, custom_rm_path=f"{HOOKS}.group_size_reward"
+        ),
+        config,
     )
-    fn = build_rollout_fn(args, config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     assert all(s.reward == 3.0 for s in flat(output.samples))
 
 
 def test_a_scalar_reward_model_with_a_reward_key_fails_with_the_flags_to_change(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(custom_rm_path=f"{HOOKS}.scalar_reward", reward_key="correct")
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(
+        miles_args(custom_rm_path=f"{HOOKS}.scalar_reward", reward_key="correct"), config
+    )
 
     with pytest.raises(ValueError, match="--reward-key"):
-        call(fn, train_input(0), miles_loop)
+        rollouts.train(fn)
 
 
 def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 4})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 4})
     prompts = task_prompts(config)
     args = miles_args(
         rollout_batch_size=2, dynamic_sampling_filter_path=f"{HOOKS}.drop_listed_prompts"
     )
     args.test_drop_prompts = [prompts[0]]
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(args, config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     assert [g[0].group_index for g in output.samples] == [1, 2]
     assert output.metrics["rollout/dynamic_filter/drop_listed_prompt"] == 1
@@ -211,16 +197,12 @@ def test_a_dropping_dynamic_filter_is_replaced_and_reported_under_its_reason(
 
 
 def test_a_reward_key_trains_on_that_component_of_a_dict_reward(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_group", taskset={"num_tasks": 2})
-    args = miles_args(reward_key="agreement")
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_group", taskset={"num_tasks": 2})
+    fn = rollouts.build(miles_args(reward_key="agreement"), config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     for sample in flat(output.samples):
         assert set(sample.reward) >= {"correct", "agreement", "reward"}
@@ -231,15 +213,12 @@ def test_a_reward_key_trains_on_that_component_of_a_dict_reward(
 
 @pytest.mark.slow
 def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_promptly(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # One group is needed and a second is started and then cancelled mid-dialogue; Verifiers
     # would wait a minute on its leftover request handler unless the call hurries it.
-    config = write_config(tmp_path, "mv_dialogue", taskset={"num_tasks": 2, "rounds": 2})
+    config = rollouts.config("mv_dialogue", taskset={"num_tasks": 2, "rounds": 2})
     args = miles_args(
         rollout_batch_size=1,
         n_samples_per_prompt=1,
@@ -247,10 +226,10 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
         rollout_max_response_len=128,
     )
     settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
-    fn = build_rollout_fn(args, config, settings=settings)
+    fn = rollouts.build(args, config, settings=settings)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes.v02.calls"):
-        output = call(fn, train_input(0), miles_loop)
+        output = rollouts.train(fn)
 
     sample = output.samples[0][0]
     sample.validate()
@@ -262,16 +241,13 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
 
 
 def test_a_reward_model_returning_a_dict_trains_on_the_reward_key_of_its_result(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
     args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward", reward_key="score")
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(args, config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     samples = flat(output.samples)
     assert samples and all(s.reward == {"score": 0.75, "details": "ok"} for s in samples)
@@ -280,63 +256,53 @@ def test_a_reward_model_returning_a_dict_trains_on_the_reward_key_of_its_result(
 
 
 def test_a_group_reward_model_returning_dicts_trains_on_the_reward_key_of_its_result(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
     args = miles_args(
         group_rm=True, custom_rm_path=f"{HOOKS}.group_dict_reward", reward_key="score"
     )
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(args, config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     samples = flat(output.samples)
     assert samples and all(s.get_reward_value(args) == 0.75 for s in samples)
 
 
 def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(custom_rm_path=f"{HOOKS}.dict_reward")
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(miles_args(custom_rm_path=f"{HOOKS}.dict_reward"), config)
 
     with pytest.raises(ValueError, match="--reward-key is unset"):
-        call(fn, train_input(0), miles_loop)
+        rollouts.train(fn)
 
 
 @pytest.mark.parametrize("rollout_input", [train_input(0), eval_input(0)], ids=["train", "eval"])
 def test_an_engine_serving_another_model_is_refused_before_any_generate_request(
-    miles_loop: MilesLoop, build_rollout_fn: RolloutFnFactory, tmp_path: Path, rollout_input: Any
+    rollouts: Rollouts, rollout_input: Any
 ) -> None:
     from miles_verifiers.episodes.transport import EngineModelMismatchError
     from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, serve_engine
 
     other = "meta-llama/Llama-3.2-1B-Instruct"
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(args, config)
     wrong = LoopbackEngine(EngineConfig(model="Qwen/Qwen3-0.6B", claimed_model=other))
     with serve_engine(engine=wrong) as running:
         point_at(args, running.port)
         with pytest.raises(EngineModelMismatchError) as caught:
-            call(fn, rollout_input, miles_loop)
+            call(fn, rollout_input, rollouts.loop)
         assert wrong.stats().generate_calls == 0
     message = str(caught.value)
     assert repr(other) in message and "'Qwen/Qwen3-0.6B' (--hf-checkpoint)" in message
 
 
 def test_a_proxy_in_the_environment_does_not_capture_loopback_traffic(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import socket
@@ -348,11 +314,10 @@ def test_a_proxy_in_the_environment_does_not_capture_loopback_traffic(
         monkeypatch.setenv(name, dead_proxy)
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(miles_args(rollout_batch_size=2, n_samples_per_prompt=2), config)
 
-    output = call(fn, train_input(0), miles_loop)
+    output = rollouts.train(fn)
 
     assert [len(group) for group in output.samples] == [2, 2]
     assert all(s.status.value == "completed" for s in flat(output.samples))

@@ -57,22 +57,42 @@ INVALID: dict[str, dict[str, Any]] = {
 }
 
 
-def construct(
-    args: Any, config: Path | None, use_config: Any, monkeypatch: pytest.MonkeyPatch
-) -> Any:
-    if config is None:
-        monkeypatch.delenv("VERIFIERS_CONFIG", raising=False)
-    else:
-        use_config(config)
-    return VerifiersRolloutFn(contract().RolloutFnConstructorInput(args=args, data_source=None))
+class Constructions:
+    """Constructs the rollout function as Miles does, with ``VERIFIERS_CONFIG`` naming a config:
+    the given one, else the two-task arithmetic config."""
+
+    def __init__(self, use_config: Any, monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+        self._use_config = use_config
+        self._monkeypatch = monkeypatch
+        self._folder = folder
+
+    def __call__(self, args: Any, config: Path | None = None) -> Any:
+        if config is None:
+            config = write_config(self._folder, "mv_arith", taskset={"num_tasks": 2})
+        self._use_config(config)
+        return self._construct(args)
+
+    def error(self, args: Any, config: Path | None = None) -> Exception:
+        """The error constructing with ``args`` and ``config`` raises."""
+        with pytest.raises(Exception) as caught:
+            self(args, config)
+        return caught.value
+
+    def error_without_config(self, args: Any) -> Exception:
+        """The error constructing with ``args`` and ``VERIFIERS_CONFIG`` unset raises."""
+        self._monkeypatch.delenv("VERIFIERS_CONFIG", raising=False)
+        with pytest.raises(Exception) as caught:
+            self._construct(args)
+        return caught.value
+
+    @staticmethod
+    def _construct(args: Any) -> Any:
+        return VerifiersRolloutFn(contract().RolloutFnConstructorInput(args=args, data_source=None))
 
 
-def construction_error(
-    args: Any, config: Path | None, use_config: Any, monkeypatch: pytest.MonkeyPatch
-) -> Exception:
-    with pytest.raises(Exception) as caught:
-        construct(args, config, use_config, monkeypatch)
-    return caught.value
+@pytest.fixture
+def construct(use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Constructions:
+    return Constructions(use_config, monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("flag", sorted(UNSUPPORTED))
@@ -80,15 +100,13 @@ def test_each_unsupported_option_is_refused_by_name_before_anything_runs(
     flag: str,
     engine: RecordingEngine,
     engine_port: int,
-    use_config: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    construct: Constructions,
 ) -> None:
     attribute, value = UNSUPPORTED[flag]
     args = miles_args(**{attribute: value})
     point_at(args, engine_port)  # so any request would reach the engine and be counted
 
-    error = construction_error(args, None, use_config, monkeypatch)  # no config: options come first
+    error = construct.error_without_config(args)  # no config: options come first
 
     assert flag in str(error)
     assert "VERIFIERS_CONFIG" not in str(error)
@@ -100,16 +118,12 @@ def test_each_invalid_option_is_refused_by_name_before_anything_runs(
     flag: str,
     engine: RecordingEngine,
     engine_port: int,
-    use_config: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    construct: Constructions,
 ) -> None:
     args = miles_args(**INVALID[flag])
     point_at(args, engine_port)
 
-    error = construction_error(
-        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    error = construct.error(args)
 
     assert flag in str(error)
     assert engine.requests_seen() == 0
@@ -149,16 +163,11 @@ TRANSPORT_LIMITS: dict[str, tuple[dict[str, Any], str, str]] = {
 
 @pytest.mark.parametrize("case", sorted(TRANSPORT_LIMITS))
 def test_each_transport_limit_problem_carries_its_own_fix(
-    case: str, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    case: str, construct: Constructions
 ) -> None:
     values, flag, fix = TRANSPORT_LIMITS[case]
 
-    error = construction_error(
-        miles_args(**values),
-        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
-        use_config,
-        monkeypatch,
-    )
+    error = construct.error(miles_args(**values))
 
     problems = [p for p in getattr(error, "problems", ()) if p.flag == flag]
     assert problems, f"no problem names {flag}: {error}"
@@ -166,14 +175,9 @@ def test_each_transport_limit_problem_carries_its_own_fix(
 
 
 def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions,
 ) -> None:
-    error = construction_error(
-        miles_args(rollout_stop=[""]),
-        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
-        use_config,
-        monkeypatch,
-    )
+    error = construct.error(miles_args(rollout_stop=[""]))
 
     assert [p.flag for p in getattr(error, "problems", ())] == ["--rollout-stop"]
 
@@ -187,75 +191,63 @@ def test_a_limit_problem_of_a_flag_both_modes_share_is_reported_once(
     ids=["eval", "train"],
 )
 def test_a_seed_whose_derived_sampling_seeds_overflow_the_router_is_refused_by_flag(
-    mode: dict[str, Any], use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    mode: dict[str, Any], construct: Constructions
 ) -> None:
     args = miles_args(rollout_seed=2**63 - 2, sglang_enable_deterministic_inference=True, **mode)
 
-    error = construction_error(
-        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    error = construct.error(args)
 
     assert "--rollout-seed" in str(error)
 
 
 def test_a_missing_config_variable_is_named(
-    engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch
+    engine: RecordingEngine, construct: Constructions
 ) -> None:
-    error = construction_error(miles_args(), None, use_config, monkeypatch)
+    error = construct.error_without_config(miles_args())
 
     assert "VERIFIERS_CONFIG" in str(error)
 
 
 def test_a_group_reward_taskset_with_one_sample_per_prompt_is_refused_by_flag(
-    engine: RecordingEngine,
-    engine_port: int,
-    use_config: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    engine: RecordingEngine, engine_port: int, construct: Constructions, tmp_path: Path
 ) -> None:
     args = miles_args(n_samples_per_prompt=1)
     point_at(args, engine_port)
 
-    error = construction_error(
-        args, write_config(tmp_path, "mv_group", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    error = construct.error(args, write_config(tmp_path, "mv_group", taskset={"num_tasks": 2}))
 
     assert "--n-samples-per-prompt" in str(error)
     assert engine.requests_seen() == 0
 
 
 def test_template_switches_the_renderer_does_not_have_are_refused_by_flag(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions,
 ) -> None:
     args = miles_args(apply_chat_template_kwargs={"no_such_switch": True})
 
-    error = construction_error(
-        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    error = construct.error(args)
 
     assert "--apply-chat-template-kwargs" in str(error)
 
 
 def test_construction_needs_no_engine_address_and_sends_nothing(
-    engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    engine: RecordingEngine, construct: Constructions
 ) -> None:
     args = miles_args()  # Miles sets the router address only after construction
 
-    construct(
-        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    construct(args)
 
     assert engine.requests_seen() == 0
 
 
 def test_a_task_prompt_with_an_image_part_is_refused_naming_the_task_and_the_part_type(
-    engine: RecordingEngine, use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    engine: RecordingEngine, construct: Constructions, tmp_path: Path
 ) -> None:
     config = write_config(
         tmp_path, "mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts_with_image"}
     )
 
-    error = construction_error(miles_args(), config, use_config, monkeypatch)
+    error = construct.error(miles_args(), config)
 
     assert isinstance(error, ValueError)
     assert "task 0" in str(error) and "'image_url'" in str(error)
@@ -265,16 +257,9 @@ def test_a_task_prompt_with_an_image_part_is_refused_naming_the_task_and_the_par
 def test_a_call_before_the_router_address_is_set_fails_at_once_saying_so(
     engine: RecordingEngine,
     miles_loop: MilesLoop,
-    use_config: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    construct: Constructions,
 ) -> None:
-    fn = construct(
-        miles_args(),
-        write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
-        use_config,
-        monkeypatch,
-    )
+    fn = construct(miles_args())
 
     with pytest.raises(EngineAddressUnsetError, match="sglang_router_ip"):
         call(fn, contract().RolloutFnTrainInput(rollout_id=0), miles_loop)
@@ -330,77 +315,69 @@ def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
 
 
 def test_a_save_directory_that_cannot_be_written_is_refused_at_construction_naming_save(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions, tmp_path: Path
 ) -> None:
     (tmp_path / "a-file").write_text("")
     args = miles_args(save=str(tmp_path / "a-file" / "ckpt"))
 
-    error = construction_error(
-        args, write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}), use_config, monkeypatch
-    )
+    error = construct.error(args)
 
     assert "--save" in str(error) and str(tmp_path / "a-file" / "ckpt") in str(error)
 
 
 def test_a_save_directory_another_run_holds_is_refused_at_construction_naming_it(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions, tmp_path: Path
 ) -> None:
     save = tmp_path / "ckpt"
     with other_process(save) as (holder, said):
         assert said == "claimed"
-        error = construction_error(
-            miles_args(save=str(save)),
-            write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
-            use_config,
-            monkeypatch,
-        )
+        error = construct.error(miles_args(save=str(save)))
 
     assert "--save" in str(error) and str(save) in str(error)
     assert str(holder.pid) in str(error)
 
 
+def another_process_claiming(save: Path) -> str:
+    """What another process says when it tries to claim ``save``."""
+    with other_process(save) as (_, said):
+        return said
+
+
 def test_a_rollout_function_holds_its_save_directory_until_closed(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions, tmp_path: Path
 ) -> None:
     save = tmp_path / "ckpt"
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
-    with other_process(save) as (_, said):
-        assert said == "refused StateDirLockedError"
+    fn = construct(miles_args(save=str(save)))
+    assert another_process_claiming(save) == "refused StateDirLockedError"
     fn.close()
-    with other_process(save) as (_, said):
-        assert said == "claimed"
+    assert another_process_claiming(save) == "claimed"
 
 
 def test_a_garbage_collected_rollout_function_releases_its_save_directory(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions, tmp_path: Path
 ) -> None:
     save = tmp_path / "ckpt"
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    fn = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    fn = construct(miles_args(save=str(save)))
     del fn
     gc.collect()
-    with other_process(save) as (_, said):
-        assert said == "claimed"
+    assert another_process_claiming(save) == "claimed"
 
 
 def test_two_rollout_functions_of_one_process_may_share_a_save_directory(
-    use_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    construct: Constructions, tmp_path: Path
 ) -> None:
     # Miles may build a train and an eval instance from the same arguments in one process.
     save = tmp_path / "ckpt"
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    first = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
-    second = construct(miles_args(save=str(save)), config, use_config, monkeypatch)
+    first = construct(miles_args(save=str(save)))
+    second = construct(miles_args(save=str(save)))
     first.close()
     second.close()
 
 
 @pytest.mark.parametrize(("use_miles_router", "warned"), [(False, True), (True, False)])
 def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
-    use_config: Any,
+    construct: Constructions,
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     use_miles_router: bool,
     warned: bool,
@@ -415,12 +392,7 @@ def test_a_sampling_key_the_rust_router_drops_is_warned_about_at_construction(
     )
     args = miles_args(use_miles_router=use_miles_router)
     with caplog.at_level("WARNING", logger="miles_verifiers.trainer.rollout"):
-        construct(
-            args,
-            write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2}),
-            use_config,
-            monkeypatch,
-        )
+        construct(args)
     messages = [r.getMessage() for r in caplog.records]
     warnings = [m for m in messages if "drops without an error" in m]
     assert bool(warnings) is warned

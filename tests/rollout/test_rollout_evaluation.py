@@ -2,43 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers_testkit.engine import FaultPlan
-from tests.rollout.rollout_support import (
-    MilesLoop,
-    RecordingEngine,
-    RolloutFnFactory,
-    call,
-    eval_input,
-    miles_args,
-    task_data,
-    write_config,
-)
+from tests.rollout.rollout_support import Rollouts, miles_args, task_data
 
 HOOKS = "tests.rollout.hooks_for_tests"
 
 
-def evaluate(fn: Any, loop: MilesLoop, rollout_id: int = 0) -> Any:
-    return call(fn, eval_input(rollout_id), loop)
-
-
 def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_aligned(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 3})
     tasks = task_data(config)
-    args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1, rollout_shuffle=True)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(
+        miles_args(n_samples_per_eval_prompt=2, eval_interval=1, rollout_shuffle=True), config
+    )
 
-    output = evaluate(fn, miles_loop)
+    output = rollouts.evaluate(fn)
 
     assert isinstance(output, contract().RolloutFnEvalOutput)
     assert list(output.data) == ["mv-arith"]
@@ -56,22 +38,17 @@ def test_eval_covers_every_task_in_order_with_rewards_truncation_and_samples_ali
 
 
 def test_a_multi_branch_rollout_is_one_eval_entry_holding_its_last_branch(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     # Task 0 compacts once (2 branches); task 1 never branches.
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_compact",
         taskset={"num_tasks": 2, "steps": 2, "steps_by_task": {"0": 4}},
         harness={"compact_every": 2},
     )
-    args = miles_args(n_samples_per_eval_prompt=2, eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(miles_args(n_samples_per_eval_prompt=2, eval_interval=1), config)
 
-    samples = evaluate(fn, miles_loop).data["mv-compact"]["samples"]
+    samples = rollouts.evaluate(fn).data["mv-compact"]["samples"]
 
     assert [s.index for s in samples] == [0, 1, 2, 3]
     branched = [s.metadata["verifiers"] for s in samples[:2]]
@@ -80,38 +57,27 @@ def test_a_multi_branch_rollout_is_one_eval_entry_holding_its_last_branch(
     assert all("branch" not in s.metadata["verifiers"] for s in samples[2:])
 
 
-def test_a_failed_eval_group_keeps_its_episode_error_on_each_sample(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
+def test_a_failed_eval_group_keeps_its_episode_error_on_each_sample(rollouts: Rollouts) -> None:
     # That failing eval episodes become failed entries is the conformance suite's (EVL-2).
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_faulty",
         taskset={"num_tasks": 1, "fault_rate": 1.0, "faults": ["group_reward_error"]},
     )
-    args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(
+        miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1), config
+    )
 
-    samples = evaluate(fn, miles_loop).data["mv-faulty"]["samples"]
+    samples = rollouts.evaluate(fn).data["mv-faulty"]["samples"]
 
     assert [s.status.value for s in samples] == ["failed", "failed"]
     assert all("group_reward_error" in s.metadata["verifiers"]["episode_error"] for s in samples)
 
 
-def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
-    args = miles_args(eval_interval=1, eval_max_prompt_len=32)
-    fn = build_rollout_fn(args, config)
+def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(rollouts: Rollouts) -> None:
+    config = rollouts.config("mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
+    fn = rollouts.build(miles_args(eval_interval=1, eval_max_prompt_len=32), config)
 
-    entry = evaluate(fn, miles_loop).data["mv-longprompt"]
+    entry = rollouts.evaluate(fn).data["mv-longprompt"]
 
     assert entry["truncated"] == [True, True]
     for sample in entry["samples"]:
@@ -119,91 +85,71 @@ def test_a_rollout_without_a_model_turn_is_an_empty_truncated_entry(
         assert sample.tokens == [] and sample.response_length == 0
         assert sample.status.value == "truncated"
         assert sample.metadata["verifiers"]["empty_trace"] is True
-    assert engine.stats().generate_calls == 0
+    assert rollouts.engine.stats().generate_calls == 0
 
 
-def test_eval_uses_the_eval_sampling_flags(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
-    args = miles_args(
-        eval_interval=1, eval_temperature=0.25, eval_max_response_len=48, rollout_temperature=0.9
+def test_eval_uses_the_eval_sampling_flags(rollouts: Rollouts) -> None:
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 1})
+    fn = rollouts.build(
+        miles_args(
+            eval_interval=1,
+            eval_temperature=0.25,
+            eval_max_response_len=48,
+            rollout_temperature=0.9,
+        ),
+        config,
     )
-    fn = build_rollout_fn(args, config)
 
-    evaluate(fn, miles_loop)
+    rollouts.evaluate(fn)
 
-    params = [body["sampling_params"] for body in engine.bodies]
+    params = [body["sampling_params"] for body in rollouts.engine.bodies]
     assert params and all(p["temperature"] == 0.25 and p["max_new_tokens"] <= 48 for p in params)
 
 
-def test_eval_reads_the_eval_reward_key_from_a_dict_reward_model(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(
-        eval_interval=1, custom_rm_path=f"{HOOKS}.dict_reward", eval_reward_key="score"
+def test_eval_reads_the_eval_reward_key_from_a_dict_reward_model(rollouts: Rollouts) -> None:
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(
+        miles_args(eval_interval=1, custom_rm_path=f"{HOOKS}.dict_reward", eval_reward_key="score"),
+        config,
     )
-    fn = build_rollout_fn(args, config)
 
-    entry = evaluate(fn, miles_loop).data["mv-arith"]
+    entry = rollouts.evaluate(fn).data["mv-arith"]
 
     assert entry["rewards"] == [0.75, 0.75]
     assert all(s.reward == {"score": 0.75, "details": "ok"} for s in entry["samples"])
 
 
-def test_a_wrong_eval_reward_key_is_reported_under_the_eval_flag(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
-    args = miles_args(eval_interval=1, eval_reward_key="no_such_reward")
-    fn = build_rollout_fn(args, config)
+def test_a_wrong_eval_reward_key_is_reported_under_the_eval_flag(rollouts: Rollouts) -> None:
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 1})
+    fn = rollouts.build(miles_args(eval_interval=1, eval_reward_key="no_such_reward"), config)
 
     with pytest.raises(ValueError, match="--eval-reward-key 'no_such_reward'"):
-        evaluate(fn, miles_loop)
+        rollouts.evaluate(fn)
 
 
 def test_an_eval_rollout_whose_generation_was_aborted_is_an_aborted_entry(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    engine.set_faults(FaultPlan.always("abort"))
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    rollouts.engine.set_faults(FaultPlan.always("abort"))
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(miles_args(eval_interval=1), config)
 
-    entry = evaluate(fn, miles_loop).data["mv-arith"]
+    entry = rollouts.evaluate(fn).data["mv-arith"]
 
     assert [s.status.value for s in entry["samples"]] == ["aborted", "aborted"]
 
 
-def test_a_failed_eval_rollout_reports_none_as_its_reward(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-) -> None:
-    config = write_config(
-        tmp_path,
+def test_a_failed_eval_rollout_reports_none_as_its_reward(rollouts: Rollouts) -> None:
+    config = rollouts.config(
         "mv_faulty",
         taskset={"num_tasks": 4, "fault_rate": 0.5, "faults": ["harness_error", "reward_error"]},
     )
     tasks = task_data(config)
-    args = miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(
+        miles_args(n_samples_per_prompt=2, n_samples_per_eval_prompt=2, eval_interval=1), config
+    )
 
-    entry = evaluate(fn, miles_loop).data["mv-faulty"]
+    entry = rollouts.evaluate(fn).data["mv-faulty"]
 
     faulty = [t.fault is not None for t in tasks for _ in range(2)]
     assert any(faulty) and not all(faulty)

@@ -23,24 +23,15 @@ from miles_verifiers_testkit.engine import (
 )
 from tests.rollout.rollout_support import (
     MODEL,
-    MilesLoop,
-    RecordingEngine,
-    RolloutFnFactory,
-    call,
+    Rollouts,
     flat,
     miles_args,
     point_at,
     task_data,
     task_prompts,
-    train_input,
-    write_config,
 )
 
 TRAINABLE = {"completed", "truncated"}
-
-
-def train(fn: Any, rollout_id: int, loop: MilesLoop, weight_version: int | None = None) -> Any:
-    return call(fn, train_input(rollout_id, weight_version), loop)
 
 
 def prompt_of(sample: Any, prompts: list[str]) -> str:
@@ -50,17 +41,15 @@ def prompt_of(sample: Any, prompts: list[str]) -> str:
 
 
 def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_order(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 5})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
     prompts = task_prompts(config)
-    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=4)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(
+        miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=4), config
+    )
 
-    outputs = [train(fn, rollout_id, miles_loop, weight_version=7) for rollout_id in range(2)]
+    outputs = [rollouts.train(fn, rollout_id, weight_version=7) for rollout_id in range(2)]
 
     stream = itertools.cycle(prompts)
     for output in outputs:
@@ -81,16 +70,12 @@ def test_every_call_returns_the_batch_size_in_groups_of_n_valid_samples_in_task_
 
 
 def test_each_sample_carries_the_prompt_tokens_the_engine_reported_for_its_rollout(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(miles_args(rollout_batch_size=2, n_samples_per_prompt=2), config)
 
-    samples = flat(train(fn, 0, miles_loop).samples)
+    samples = flat(rollouts.train(fn).samples)
 
     # Single turn: the engine was sent exactly the prompt part of each sample's tokens.
     assert [s.prefix_cache_info.total_prompt_tokens for s in samples] == [
@@ -103,36 +88,31 @@ def test_each_sample_carries_the_prompt_tokens_the_engine_reported_for_its_rollo
 
 
 def test_a_training_call_with_save_set_writes_its_schedule_state_there(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     # That a resumed run continues exactly is the conformance suite's (RES-1); this is where.
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2})
-    args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, save=str(tmp_path / "run"))
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2})
+    fn = rollouts.build(
+        miles_args(rollout_batch_size=1, n_samples_per_prompt=1, save=str(rollouts.folder / "run")),
+        config,
+    )
 
-    train(fn, 0, miles_loop)
+    rollouts.train(fn)
 
-    assert read_state(tmp_path / "run") is not None
+    assert read_state(rollouts.folder / "run") is not None
 
 
 def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_and_says_so(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 10})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 10})
     prompts = task_prompts(config)
-    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=1)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(miles_args(rollout_batch_size=2, n_samples_per_prompt=1), config)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers.trainer.training"):
-        output = train(fn, 3, miles_loop)
-        train(fn, 4, miles_loop)
+        output = rollouts.train(fn, 3)
+        rollouts.train(fn, 4)
 
     assert [prompt_of(g[0], prompts) for g in output.samples] == prompts[6:8]
     warnings = [r for r in caplog.records if "rollout_id x --rollout-batch-size" in r.getMessage()]
@@ -140,21 +120,17 @@ def test_without_saved_state_a_later_rollout_starts_at_rollout_id_times_batch_an
 
 
 def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    engine.set_faults(
+    rollouts.engine.set_faults(
         FaultPlan(server_error=0.05, abort=0.05, drop_connection=0.05, malformed_body=0.05, seed=11)
     )
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
-    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config)
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 8})
+    fn = rollouts.build(miles_args(rollout_batch_size=3, n_samples_per_prompt=2), config)
 
-    outputs = [train(fn, r, miles_loop) for r in range(2)]
+    outputs = [rollouts.train(fn, r) for r in range(2)]
 
-    assert sum(engine.stats().faults.values()) > 0
+    assert sum(rollouts.engine.stats().faults.values()) > 0
     for output in outputs:
         assert [len(g) for g in output.samples] == [2, 2, 2]
         for sample in flat(output.samples):
@@ -162,28 +138,31 @@ def test_training_still_returns_valid_batches_under_twenty_percent_engine_faults
             assert sample.status.value in TRAINABLE
 
 
-def every_group_fails(build_rollout_fn: RolloutFnFactory, tmp_path: Path) -> Any:
+def budget_error(rollouts: Rollouts, fn: Any) -> ReplacementBudgetError:
+    """The error the first train call on ``fn`` ends with when it runs out of replacements."""
+    with pytest.raises(ReplacementBudgetError) as caught:
+        rollouts.train(fn)
+    return caught.value
+
+
+def every_group_fails(rollouts: Rollouts) -> Any:
     """A function whose every group is dropped (a harness error), with a small budget."""
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_faulty",
         taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
-    return build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+    return rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=3))
 
 
 def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    fn = every_group_fails(build_rollout_fn, tmp_path)
+    fn = every_group_fails(rollouts)
 
     # That it ends with the replacement error is the conformance suite's (FLT-2).
     with pytest.raises(DispatchBudgetError) as caught:
-        train(fn, 0, miles_loop)
+        rollouts.train(fn)
 
     assert caught.value.drop_reasons == {"trace_error": 3}
     message = str(caught.value)
@@ -191,17 +170,14 @@ def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
 
 
 def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    fn = every_group_fails(build_rollout_fn, tmp_path)
+    fn = every_group_fails(rollouts)
 
     with caplog.at_level(logging.WARNING, logger="miles_verifiers.trainer.training"):
         with pytest.raises(DispatchBudgetError):
-            train(fn, 0, miles_loop)
+            rollouts.train(fn)
 
     drops = [r.getMessage() for r in caplog.records if "dropped a group" in r.getMessage()]
     assert len(drops) == 1
@@ -209,34 +185,25 @@ def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
 
 
 def test_groups_given_contract_breaking_engine_answers_are_dropped_as_engine_contract(
-    engine: RecordingEngine,
-    engine_port: int,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    engine.set_faults(FaultPlan.always("out_of_vocab"))
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 3})
+    rollouts.engine.set_faults(FaultPlan.always("out_of_vocab"))
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 3})
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=3))
+    fn = rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=3))
 
-    with pytest.raises(ReplacementBudgetError) as caught:
-        train(fn, 0, miles_loop)
+    error = budget_error(rollouts, fn)
 
-    assert caught.value.drop_reasons == {"engine_contract": 3}
-    message = str(caught.value)
+    assert error.drop_reasons == {"engine_contract": 3}
+    message = str(error)
     assert "broke the /generate contract" in message and "outside the tokenizer's" in message
-    assert f":{engine_port}/generate broke the /generate contract" in message
+    assert f":{rollouts.port}/generate broke the /generate contract" in message
 
 
 def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_faulty",
         taskset={
             "num_tasks": 2,
@@ -248,41 +215,32 @@ def test_an_episode_past_its_deadline_is_dropped_as_a_timeout(
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=2)
     settings = AdapterSettings(episode_timeout_s=0.5, dispatch_budget_factor=2)
-    fn = build_rollout_fn(args, config, settings)
+    fn = rollouts.build(args, config, settings)
 
-    with pytest.raises(ReplacementBudgetError) as caught:
-        train(fn, 0, miles_loop)
+    error = budget_error(rollouts, fn)
 
-    assert caught.value.drop_reasons == {"episode_timeout": 2}
-    assert "deadline" in str(caught.value)
+    assert error.drop_reasons == {"episode_timeout": 2}
+    assert "deadline" in str(error)
 
 
 def test_groups_whose_rollouts_never_reach_the_model_are_dropped_as_empty_traces(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, "mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
+    config = rollouts.config("mv_longprompt", taskset={"num_tasks": 2, "filler_words": 200})
     args = miles_args(rollout_batch_size=1, rollout_max_prompt_len=32)
-    fn = build_rollout_fn(args, config, AdapterSettings(dispatch_budget_factor=2))
+    fn = rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=2))
 
-    with pytest.raises(ReplacementBudgetError) as caught:
-        train(fn, 0, miles_loop)
+    error = budget_error(rollouts, fn)
 
-    assert caught.value.drop_reasons == {"empty_trace": 2}
-    assert "context_length" in str(caught.value)
-    assert engine.stats().generate_calls == 0
+    assert error.drop_reasons == {"empty_trace": 2}
+    assert "context_length" in str(error)
+    assert rollouts.engine.stats().generate_calls == 0
 
 
 def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_faulty",
         taskset={
             "num_tasks": 6,
@@ -294,10 +252,9 @@ def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
     tasks = task_data(config)
     healthy = [t.idx for t in tasks if t.fault is None]
     faults = [t.fault for t in tasks]
-    args = miles_args(rollout_batch_size=2, n_samples_per_prompt=2)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(miles_args(rollout_batch_size=2, n_samples_per_prompt=2), config)
 
-    output = train(fn, 0, miles_loop)
+    output = rollouts.train(fn)
 
     assert [g[0].metadata["verifiers"]["task_index"] for g in output.samples] == healthy[:2]
     skipped = faults[: healthy[1]]
@@ -312,49 +269,43 @@ def test_failing_groups_are_replaced_by_the_next_tasks_and_counted(
 
 
 def test_a_multi_branch_rejection_names_the_fix_and_stops_leftover_episodes(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(
-        tmp_path, "mv_compact", taskset={"num_tasks": 4, "steps": 4}, harness={"compact_every": 2}
+    config = rollouts.config(
+        "mv_compact", taskset={"num_tasks": 4, "steps": 4}, harness={"compact_every": 2}
     )
     args = miles_args(rollout_batch_size=1, n_samples_per_prompt=1, over_sampling_batch_size=3)
-    fn = build_rollout_fn(args, config, AdapterSettings(branch_policy="reject"))
+    fn = rollouts.build(args, config, AdapterSettings(branch_policy="reject"))
 
     with pytest.raises(MultipleBranchesError) as caught:
-        train(fn, 0, miles_loop)
+        rollouts.train(fn)
 
     # That the rejection names the branch count is the conformance suite's (BR-1).
     message = str(caught.value)
     assert caught.value.branch_count == 2
     assert "compact" in message and "enable_thinking" in message
-    calls_at_return = engine.stats().generate_calls
+    calls_at_return = rollouts.engine.stats().generate_calls
     time.sleep(0.3)
-    assert engine.in_flight == 0
-    assert engine.stats().generate_calls == calls_at_return, (
+    assert rollouts.engine.in_flight == 0
+    assert rollouts.engine.stats().generate_calls == calls_at_return, (
         "cancelled episodes kept calling the engine"
     )
 
 
 def test_multi_branch_rollouts_train_as_siblings_nested_one_list_per_rollout(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     # Task 1 compacts once (2 branches); its neighbours run 2 steps and never branch.
-    config = write_config(
-        tmp_path,
+    config = rollouts.config(
         "mv_compact",
         taskset={"num_tasks": 3, "steps": 2, "steps_by_task": {"1": 4}},
         harness={"compact_every": 2},
     )
-    args = miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=3)
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(
+        miles_args(rollout_batch_size=3, n_samples_per_prompt=2, over_sampling_batch_size=3), config
+    )
 
-    groups = train(fn, 0, miles_loop).samples
+    groups = rollouts.train(fn).samples
 
     assert [len(group) for group in groups] == [2, 2, 2]  # n rollouts per group
     before, nested, after = groups
@@ -369,27 +320,24 @@ def test_multi_branch_rollouts_train_as_siblings_nested_one_list_per_rollout(
 
 
 def test_a_thinking_user_simulator_dialogue_trains_one_sibling_per_turn(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     from miles_verifiers_testkit.engine import PolicyConfig
 
     # With thinking on, Qwen3's template drops earlier reasoning from the history, so the
     # second user turn re-renders the first reply and the trace forks.
-    config = write_config(tmp_path, "mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
+    config = rollouts.config("mv_dialogue", taskset={"num_tasks": 1, "rounds": 2})
     args = miles_args(
         rollout_batch_size=1,
         rollout_max_response_len=128,
         apply_chat_template_kwargs={"enable_thinking": True},
     )
-    engine.reset(policy=PolicyConfig(thinking=True))
+    rollouts.engine.reset(policy=PolicyConfig(thinking=True))
     try:
-        fn = build_rollout_fn(args, config)
-        (group,) = train(fn, 0, miles_loop).samples
+        fn = rollouts.build(args, config)
+        (group,) = rollouts.train(fn).samples
     finally:
-        engine.reset()
+        rollouts.engine.reset()
 
     assert len(group) == args.n_samples_per_prompt
     for k, rollout in enumerate(group):
@@ -399,50 +347,44 @@ def test_a_thinking_user_simulator_dialogue_trains_one_sibling_per_turn(
 
 
 def test_tools_on_a_renderer_without_tool_support_stop_the_call_with_the_fix(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     unregistered_checkpoint: Path,
 ) -> None:
-    config = write_config(tmp_path, "mv_tools", taskset={"num_tasks": 2})
+    config = rollouts.config("mv_tools", taskset={"num_tasks": 2})
     args = miles_args(
         hf_checkpoint=str(unregistered_checkpoint),
         apply_chat_template_kwargs={},
         rollout_batch_size=1,
         n_samples_per_prompt=1,
     )
-    fn = build_rollout_fn(args, config)
+    fn = rollouts.build(args, config)
     # Miles starts SGLang with --model-path <--hf-checkpoint>, so the engine reports that path.
     served = LoopbackEngine(EngineConfig(model=MODEL, claimed_model=str(unregistered_checkpoint)))
 
     with serve_engine(engine=served) as running:
         point_at(args, running.port)
         with pytest.raises(UnsupportedRequestRunError) as caught:
-            train(fn, 0, miles_loop)
+            rollouts.train(fn)
 
     assert "--hf-checkpoint or --sglang-tokenizer-path" in str(caught.value)
 
 
 def test_a_prompt_written_in_text_content_parts_is_trained_on_as_its_text(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
     qwen_tokenizer: Any,
 ) -> None:
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts"})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 2, "prompt_form": "parts"})
     questions = [
         "".join(part.text for part in data.prompt[0].content) for data in task_data(config)
     ]
-    fn = build_rollout_fn(miles_args(), config)
+    fn = rollouts.build(miles_args(), config)
 
-    samples = flat(train(fn, 0, miles_loop).samples)
+    samples = flat(rollouts.train(fn).samples)
 
     assert samples
     for sample in samples:
         question = questions[sample.metadata["verifiers"]["task_index"]]
         prompt_tokens = sample.tokens[: len(sample.tokens) - sample.response_length]
         assert question in qwen_tokenizer.decode(prompt_tokens)
-    sent = [qwen_tokenizer.decode(body["input_ids"]) for body in engine.bodies]
+    sent = [qwen_tokenizer.decode(body["input_ids"]) for body in rollouts.engine.bodies]
     assert sent and all(any(q in text for q in questions) for text in sent)

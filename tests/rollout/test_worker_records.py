@@ -8,7 +8,6 @@ metrics."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +20,8 @@ from miles_verifiers.trainer.metrics import summarize_trace
 from miles_verifiers_testkit.engine import FaultPlan
 from tests.rollout.rollout_support import (
     MilesLoop,
-    RecordingEngine,
-    RolloutFnFactory,
+    Rollouts,
     miles_args,
-    write_config,
 )
 
 pytestmark = pytest.mark.slow
@@ -54,16 +51,13 @@ def as_dict(sample: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("taskset", ["mv_arith", "mv_tools", "mv_dialogue"])
 def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
     taskset: str,
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
-    config = write_config(tmp_path, taskset, taskset={"num_tasks": 2})
+    config = rollouts.config(taskset, taskset={"num_tasks": 2})
     # Each trace is checked alone: one per group (mv-tools and mv-dialogue start a process per
     # rollout, seconds of CPU each).
-    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=1), config)
-    runs = real_groups(fn, miles_loop, 2)
+    fn = rollouts.build(miles_args(eval_interval=1, n_samples_per_eval_prompt=1), config)
+    runs = real_groups(fn, rollouts.loop, 2)
     traces = [t for r in runs for t in r.traces]
     assert traces and all(t.branches for t in traces)
 
@@ -79,18 +73,15 @@ def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
 
 
 def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entries(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
+    rollouts: Rollouts,
 ) -> None:
     from miles_verifiers.trainer.groups import GroupRun
 
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 1})
-    fn = build_rollout_fn(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
-    engine.reset(faults=FaultPlan.always("abort"))
-    runs = real_groups(fn, miles_loop, 1)
-    engine.reset()
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 1})
+    fn = rollouts.build(miles_args(eval_interval=1, n_samples_per_eval_prompt=2), config)
+    rollouts.engine.reset(faults=FaultPlan.always("abort"))
+    runs = real_groups(fn, rollouts.loop, 1)
+    rollouts.engine.reset()
     real = runs[0]
     assert any(t.failed for t in real.traces)
     sent = GroupRun(tuple(through_the_wire(t) for t in real.traces))
