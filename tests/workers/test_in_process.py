@@ -17,11 +17,8 @@ from miles_verifiers.protocol.messages import (
     GroupResult,
 )
 from miles_verifiers.protocol.records import TaskRecord, TraceRecord
-from miles_verifiers.trainer.backends.call import WorkerCallScope
 from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
-
-# Bounds each scenario (a hang fails the test instead of stalling the suite).
-SCENARIO_BOUND_S = 20.0
+from tests.workers.scenarios import group, make_call, run
 
 RECORD = TraceRecord(
     id="t1",
@@ -66,35 +63,10 @@ class StandInHandler:
             task.cancel()
 
 
-def make_call(backend: InProcessEpisodes, call_id: str = "mvt_c1") -> WorkerCallScope:
-    return WorkerCallScope(
-        pool=backend,
-        call_id=call_id,
-        mode="train",
-        transport=None,
-        sampling_for=lambda slot: [{}],
-        deadline_s=1.0,
-        engine_url="http://127.0.0.1:1",
-        model="unused",
-        max_concurrency=1,
-    )
-
-
-def group(call: WorkerCallScope) -> GroupRequest:
-    return GroupRequest(call_id=call.call_id, slot=0, task_index=0, sampling=[{}], deadline_s=1)
-
-
-def run(scenario: Any) -> Any:
-    async def bounded() -> Any:
-        return await asyncio.wait_for(scenario, SCENARIO_BOUND_S)
-
-    return asyncio.run(bounded())
-
-
 def test_a_call_starts_once_with_its_call_id_as_rid_prefix() -> None:
     handler = StandInHandler()
     backend = InProcessEpisodes(handler)  # type: ignore[arg-type]
-    call = make_call(backend)
+    call = make_call(backend, "mvt_c1")
 
     async def scenario() -> None:
         await asyncio.gather(*(backend.run_group(call, group(call)) for _ in range(3)))
@@ -107,7 +79,7 @@ def test_a_call_starts_once_with_its_call_id_as_rid_prefix() -> None:
 def test_the_trainer_side_gets_the_handlers_records_themselves() -> None:
     handler = StandInHandler()
     backend = InProcessEpisodes(handler)  # type: ignore[arg-type]
-    call = make_call(backend)
+    call = make_call(backend, "mvt_c1")
 
     result = run(backend.run_group(call, group(call)))
 
@@ -121,7 +93,7 @@ def test_a_failed_episode_reads_as_it_does_from_a_worker() -> None:
         error=EpisodeErrorRecord(type="EpisodeTimeoutError", message="ran past 1 s"),
     )
     backend = InProcessEpisodes(StandInHandler(failed))  # type: ignore[arg-type]
-    call = make_call(backend)
+    call = make_call(backend, "mvt_c1")
 
     result = run(backend.run_group(call, group(call)))
 
@@ -134,7 +106,7 @@ def test_a_group_the_caller_stops_waiting_for_runs_until_the_call_ends() -> None
     handler = StandInHandler()
     handler.release = asyncio.Event()
     backend = InProcessEpisodes(handler)  # type: ignore[arg-type]
-    call = make_call(backend)
+    call = make_call(backend, "mvt_c1")
 
     async def scenario() -> tuple[bool, bool, list[str]]:
         waiting = asyncio.ensure_future(backend.run_group(call, group(call)))
@@ -155,5 +127,5 @@ def test_a_call_that_ran_no_group_has_nothing_to_end() -> None:
     handler = StandInHandler()
     backend = InProcessEpisodes(handler)  # type: ignore[arg-type]
 
-    assert run(backend.end_call(make_call(backend), timeout_s=5)) == []
+    assert run(backend.end_call(make_call(backend, "mvt_c1"), timeout_s=5)) == []
     assert handler.ended == []

@@ -13,21 +13,16 @@ import pytest
 
 from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.messages import (
-    CleanupSpec,
     Done,
     GroupRequest,
     GroupResult,
-    RendererSpecModel,
     Reply,
-    WorkerSetup,
     read_request,
 )
-from miles_verifiers.trainer.backends.call import WorkerCallScope
 from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
+from tests.workers.scenarios import group, make_call, run, unused_setup
 
-# Bounds the scenarios below by (a hang fails the test instead of stalling the suite).
-SCENARIO_BOUND_S = 20.0
 # How long a stand-in's blocking kill waits to be let go before it gives up.
 KILL_WAIT_S = 5.0
 
@@ -70,42 +65,21 @@ class StandInWorker:
 Starter = Callable[[str], Awaitable[Any]]
 
 
+class HeldStarts:
+    """Starts stand-in workers whose blocking kill waits for ``release``; keeps them in order."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.workers: list[StandInWorker] = []
+
+    async def __call__(self, name: str) -> StandInWorker:
+        self.workers.append(StandInWorker(name, self.release))
+        return self.workers[-1]
+
+
 def make_pool(start: Starter, *, restarts: int = 0, start_timeout_s: float = 300.0) -> WorkerPool:
-    setup = WorkerSetup(
-        config_path="unused.toml",
-        config_text="",
-        expected_tasks=1,
-        renderer=RendererSpecModel(tokenizer_source="unused", identity=None),
-        transport={},
-        cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-    )
     limits = PoolLimits(count=1, restarts_per_call=restarts, start_timeout_s=start_timeout_s)
-    return WorkerPool(limits, setup, start)
-
-
-def make_call(pool: WorkerPool, call_id: str = "c1") -> WorkerCallScope:
-    return WorkerCallScope(
-        pool=pool,
-        call_id=call_id,
-        mode="train",
-        transport=None,
-        sampling_for=lambda slot: [{}],
-        deadline_s=1.0,
-        engine_url="http://127.0.0.1:1",
-        model="unused",
-        max_concurrency=1,
-    )
-
-
-def group(call: WorkerCallScope) -> GroupRequest:
-    return GroupRequest(call_id=call.call_id, slot=0, task_index=0, sampling=[{}], deadline_s=1)
-
-
-def run(scenario: Awaitable[Any]) -> Any:
-    async def bounded() -> Any:
-        return await asyncio.wait_for(scenario, SCENARIO_BOUND_S)
-
-    return asyncio.run(bounded())
+    return WorkerPool(limits, unused_setup(), start)
 
 
 def test_a_worker_that_fails_to_start_counts_as_a_restart() -> None:
@@ -167,14 +141,9 @@ def test_close_during_a_start_stops_the_worker_that_was_starting() -> None:
 
 
 def test_close_on_an_event_loop_thread_returns_while_the_workers_stop() -> None:
-    release = threading.Event()
-    workers: list[StandInWorker] = []
-
-    async def start(name: str) -> StandInWorker:
-        workers.append(StandInWorker(name, release))
-        return workers[-1]
-
-    pool = make_pool(start)
+    starts = HeldStarts()
+    release, workers = starts.release, starts.workers
+    pool = make_pool(starts)
     call = make_call(pool)
 
     async def scenario() -> bool:
@@ -190,14 +159,9 @@ def test_close_on_an_event_loop_thread_returns_while_the_workers_stop() -> None:
 
 
 def test_a_call_on_a_new_event_loop_stops_the_old_workers_without_blocking_it() -> None:
-    release = threading.Event()
-    workers: list[StandInWorker] = []
-
-    async def start(name: str) -> StandInWorker:
-        workers.append(StandInWorker(name, release))
-        return workers[-1]
-
-    pool = make_pool(start)
+    starts = HeldStarts()
+    release, workers = starts.release, starts.workers
+    pool = make_pool(starts)
 
     async def first_loop() -> None:
         call = make_call(pool, "c1")

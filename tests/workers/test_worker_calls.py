@@ -17,12 +17,10 @@ from miles_verifiers.episodes.worker import WorkerHandler
 from miles_verifiers.protocol.messages import (
     CallEnd,
     CallStart,
-    CleanupSpec,
-    RendererSpecModel,
     WorkerSetup,
 )
+from tests.workers.scenarios import run, unused_setup
 
-SCENARIO_BOUND_S = 20.0
 START = CallStart(
     call_id="c1",
     mode="train",
@@ -53,14 +51,7 @@ class ServedEnvironment:
 class Built:
     environment: ServedEnvironment
     setup: WorkerSetup = field(
-        default_factory=lambda: WorkerSetup(
-            config_path="/x.toml",
-            config_text="",
-            expected_tasks=1,
-            renderer=RendererSpecModel(tokenizer_source="t", identity=None),
-            transport={"train": {"max_response_len": 8}},
-            cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-        )
+        default_factory=lambda: unused_setup(transport={"train": {"max_response_len": 8}})
     )
     tasks: tuple[Any, ...] = ("task",)
     limits: CleanupLimits = field(default_factory=lambda: CleanupLimits(1, 1, 1, 1))
@@ -90,17 +81,15 @@ class StandInGeneration:
         self.closed.append(call_id)
 
 
-def run(scenario: Any) -> Any:
-    async def bounded() -> Any:
-        return await asyncio.wait_for(scenario, SCENARIO_BOUND_S)
-
-    return asyncio.run(bounded())
+def stand_in_handler() -> tuple[ServedEnvironment, StandInGeneration, WorkerHandler]:
+    """A worker handler on a stand-in generation serving one recording environment."""
+    environment = ServedEnvironment()
+    generation = StandInGeneration(Built(environment))
+    return environment, generation, WorkerHandler(generation)  # type: ignore[arg-type]
 
 
 def test_a_call_ended_from_another_task_leaves_serving_in_the_task_that_entered_it() -> None:
-    environment = ServedEnvironment()
-    generation = StandInGeneration(Built(environment))
-    handler = WorkerHandler(generation)  # type: ignore[arg-type]
+    environment, generation, handler = stand_in_handler()
 
     async def scenario() -> None:
         await handler.handle(generation.built.setup)
@@ -115,9 +104,7 @@ def test_a_call_ended_from_another_task_leaves_serving_in_the_task_that_entered_
 
 
 def test_a_call_cut_short_by_the_loop_shutting_down_still_leaves_serving_in_its_own_task() -> None:
-    environment = ServedEnvironment()
-    generation = StandInGeneration(Built(environment))
-    handler = WorkerHandler(generation)  # type: ignore[arg-type]
+    environment, generation, handler = stand_in_handler()
 
     async def scenario() -> None:
         await handler.handle(generation.built.setup)

@@ -4,19 +4,16 @@ both, and a worker that matches runs its groups."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from miles_verifiers.protocol.messages import (
     PROTOCOL_VERSION,
-    CleanupSpec,
     Done,
     GroupRequest,
     GroupResult,
     Ready,
-    RendererSpecModel,
     Reply,
     WorkerSetup,
     read_request,
@@ -26,8 +23,8 @@ from miles_verifiers.protocol.versions import (
     process_versions,
     version_line,
 )
-from miles_verifiers.trainer.backends.call import WorkerCallScope
 from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool
+from tests.workers.scenarios import group, make_call, run, unused_setup
 
 DESCRIBED = {"python": "3.11.7", "verifiers": "0.4.0", "renderers": "0.1.12", "protocol": "2.1"}
 
@@ -70,29 +67,10 @@ def run_one_group(worker: HelloWorker) -> None:
     async def start(name: str) -> HelloWorker:
         return worker
 
-    setup = WorkerSetup(
-        config_path="unused.toml",
-        config_text="",
-        expected_tasks=1,
-        renderer=RendererSpecModel(tokenizer_source="unused", identity=None),
-        transport={},
-        cleanup=CleanupSpec(abort_s=1, grace_s=1, shutdown_s=1, handler_s=1),
-    )
     limits = PoolLimits(count=1, restarts_per_call=0)
-    pool = WorkerPool(limits, setup, start, expected_versions=DESCRIBED)
-    call = WorkerCallScope(
-        pool=pool,
-        call_id="c1",
-        mode="train",
-        transport=None,
-        sampling_for=lambda slot: [{}],
-        deadline_s=1.0,
-        engine_url="http://127.0.0.1:1",
-        model="unused",
-        max_concurrency=1,
-    )
-    request = GroupRequest(call_id="c1", slot=0, task_index=0, sampling=[{}], deadline_s=1)
-    asyncio.run(asyncio.wait_for(pool.run_group(call, request), 20))
+    pool = WorkerPool(limits, unused_setup(), start, expected_versions=DESCRIBED)
+    call = make_call(pool)
+    run(pool.run_group(call, group(call)))
 
 
 def test_a_worker_running_another_verifiers_than_described_stops_the_call_naming_both() -> None:
