@@ -7,6 +7,7 @@ from __future__ import annotations
 from benchmarks.loadgen import DirectRequest, LoadResult, replay_sync
 from benchmarks.procstat import process_cpu_seconds, self_cpu_seconds
 from benchmarks.recorder import Recorder
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import Scale
 
 OUTPUT_TOKENS = 16
@@ -20,57 +21,26 @@ def test_engine_zero_latency_throughput(
         DirectRequest(prompts[i % len(prompts)], OUTPUT_TOKENS)
         for i in range(scale.engine_requests)
     ]
-    rounds: list[tuple[LoadResult, float, float]] = []
 
-    def one_round() -> None:
+    def one_round() -> tuple[LoadResult, float, float]:
         engine_cpu, client_cpu = process_cpu_seconds(pid), self_cpu_seconds()
         result = replay_sync(url, workload, concurrency=scale.engine_concurrency)
-        rounds.append(
-            (result, process_cpu_seconds(pid) - engine_cpu, self_cpu_seconds() - client_cpu)
-        )
+        return result, process_cpu_seconds(pid) - engine_cpu, self_cpu_seconds() - client_cpu
 
-    benchmark.pedantic(one_round, rounds=scale.rounds, iterations=1, warmup_rounds=1)
+    rounds = measured_rounds(benchmark, one_round, rounds=scale.rounds, warmup_rounds=1)
     measured = rounds[-scale.rounds :]
-    params = {"concurrency": scale.engine_concurrency, "output_tokens": OUTPUT_TOKENS}
-    recorder.record(
-        "engine.requests_per_s",
-        [r.requests_per_s for r, _, _ in measured],
-        group="engine",
-        label="requests/s (direct load generator)",
-        unit="requests/s",
-        **params,
+    record = recorder.group(
+        "engine", concurrency=scale.engine_concurrency, output_tokens=OUTPUT_TOKENS
     )
-    recorder.record(
-        "engine.output_tokens_per_s",
-        [r.output_tokens_per_s for r, _, _ in measured],
-        group="engine",
-        label="output tokens/s (direct load generator)",
-        unit="tokens/s",
-        **params,
-    )
-    recorder.record(
-        "engine.cpu_ms_per_request",
-        [1000 * cpu / r.requests for r, cpu, _ in measured],
-        group="engine",
-        label="engine process CPU per request",
-        unit="ms",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "engine.requests_per_core_s",
-        [r.requests / cpu for r, cpu, _ in measured if cpu > 0] or [0.0],
-        group="engine",
-        label="engine capacity: requests per CPU-second",
-        unit="requests/s/core",
-        **params,
-    )
-    recorder.record(
-        "engine.loadgen_cpu_ms_per_request",
-        [1000 * cpu / r.requests for r, _, cpu in measured],
-        group="engine",
-        label="load generator CPU per request (aiohttp client)",
-        unit="ms",
-        better="lower",
-        **params,
-    )
+    record.each("engine", [
+        ("requests_per_s", [r.requests_per_s for r, _, _ in measured],
+         "requests/s (direct load generator)", "requests/s", "higher"),
+        ("output_tokens_per_s", [r.output_tokens_per_s for r, _, _ in measured],
+         "output tokens/s (direct load generator)", "tokens/s", "higher"),
+        ("cpu_ms_per_request", [1000 * cpu / r.requests for r, cpu, _ in measured],
+         "engine process CPU per request", "ms", "lower"),
+        ("requests_per_core_s", [r.requests / cpu for r, cpu, _ in measured if cpu > 0] or [0.0],
+         "engine capacity: requests per CPU-second", "requests/s/core", "higher"),
+        ("loadgen_cpu_ms_per_request", [1000 * cpu / r.requests for r, _, cpu in measured],
+         "load generator CPU per request (aiohttp client)", "ms", "lower"),
+    ])  # fmt: skip

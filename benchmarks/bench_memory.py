@@ -6,95 +6,67 @@ from __future__ import annotations
 
 from benchmarks.memory_probe import MemoryTrace, run_probe
 from benchmarks.recorder import Recorder
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import Scale
 
 TASKSET = "mv-arith"
 CONCURRENCY = 64
+COLD_CONCURRENCY = 32
+
+
+def _probes(
+    benchmark, scale: Scale, url: str, *, rollouts: int, calls: int, concurrency: int, rounds: int
+) -> list[MemoryTrace]:
+    """One fresh probe process a round."""
+    return measured_rounds(
+        benchmark,
+        lambda: run_probe(
+            url,
+            taskset=TASKSET,
+            rollouts=rollouts,
+            calls=calls,
+            concurrency=concurrency,
+            max_response_tokens=scale.max_response_tokens,
+        ),
+        rounds=rounds,
+    )
 
 
 def test_memory_over_many_rollouts(
     benchmark, scale: Scale, recorder: Recorder, zero_latency_engine
 ) -> None:
     url, _ = zero_latency_engine
-    traces: list[MemoryTrace] = []
-
-    def measure() -> None:
-        traces.append(
-            run_probe(
-                url,
-                taskset=TASKSET,
-                rollouts=scale.memory_rollouts,
-                calls=scale.memory_calls,
-                concurrency=CONCURRENCY,
-                max_response_tokens=scale.max_response_tokens,
-            )
-        )
-
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
-    trace = traces[0]
-    params = {
-        "taskset": TASKSET,
-        "rollouts": trace.total_rollouts,
-        "calls": len(trace.after_calls_mib),
-        "concurrency": CONCURRENCY,
-    }
-    recorder.record(
-        "memory.peak_rss_mib",
-        [trace.peak_mib],
-        group="memory",
-        label=f"peak RSS (VmHWM) over {trace.total_rollouts:,} rollouts",
-        unit="MiB",
-        better="lower",
-        **params,
+    (trace,) = _probes(
+        benchmark,
+        scale,
+        url,
+        rollouts=scale.memory_rollouts,
+        calls=scale.memory_calls,
+        concurrency=CONCURRENCY,
+        rounds=1,
     )
-    recorder.record(
-        "memory.cold_construct_s",
-        [trace.construct_s],
-        group="memory",
-        label="fresh process: building the rollout function (imports included)",
-        unit="s",
-        better="lower",
-        **params,
+    record = recorder.group(
+        "memory",
+        taskset=TASKSET,
+        rollouts=trace.total_rollouts,
+        calls=len(trace.after_calls_mib),
+        concurrency=CONCURRENCY,
     )
-    recorder.record(
-        "memory.cold_first_call_s",
-        [trace.first_call_s],
-        group="memory",
-        label=f"fresh process: first training call ({trace.rollouts_after_calls[0]} rollouts)",
-        unit="s",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "memory.rss_after_construction_mib",
-        [trace.constructed_mib],
-        group="memory",
-        label="RSS once the rollout function is built",
-        unit="MiB",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "memory.rss_after_calls_mib",
-        list(trace.after_calls_mib),
-        group="memory",
-        label="RSS after each training call (min/median/max over calls)",
-        unit="MiB",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "memory.rss_growth_mib_per_1k_rollouts",
-        [trace.growth_mib_per_1k_rollouts()],
-        group="memory",
-        label="RSS growth per 1,000 rollouts after the first call (flat: about 0)",
-        unit="MiB",
-        better="lower",
-        **params,
-    )
-
-
-COLD_CONCURRENCY = 32
+    first_call = trace.rollouts_after_calls[0]
+    record.each("memory", [
+        ("peak_rss_mib", [trace.peak_mib],
+         f"peak RSS (VmHWM) over {trace.total_rollouts:,} rollouts", "MiB", "lower"),
+        ("cold_construct_s", [trace.construct_s],
+         "fresh process: building the rollout function (imports included)", "s", "lower"),
+        ("cold_first_call_s", [trace.first_call_s],
+         f"fresh process: first training call ({first_call} rollouts)", "s", "lower"),
+        ("rss_after_construction_mib", [trace.constructed_mib],
+         "RSS once the rollout function is built", "MiB", "lower"),
+        ("rss_after_calls_mib", list(trace.after_calls_mib),
+         "RSS after each training call (min/median/max over calls)", "MiB", "lower"),
+        ("rss_growth_mib_per_1k_rollouts", [trace.growth_mib_per_1k_rollouts()],
+         "RSS growth per 1,000 rollouts after the first call (flat: about 0)", "MiB", "lower"),
+    ])  # fmt: skip
 
 
 def test_cold_process_construction_and_first_call(
@@ -104,29 +76,23 @@ def test_cold_process_construction_and_first_call(
     and renderer pools included) that builds the rollout function and makes one training call
     of ``cold_rollouts`` single-turn rollouts. Nothing is warm from an earlier round."""
     url, _ = zero_latency_engine
-    traces: list[MemoryTrace] = []
-
-    def one_round() -> None:
-        traces.append(
-            run_probe(
-                url,
-                taskset=TASKSET,
-                rollouts=scale.cold_rollouts,
-                calls=1,
-                concurrency=COLD_CONCURRENCY,
-                max_response_tokens=scale.max_response_tokens,
-            )
-        )
-
-    benchmark.pedantic(one_round, rounds=scale.cold_rounds, iterations=1, warmup_rounds=0)
+    traces = _probes(
+        benchmark,
+        scale,
+        url,
+        rollouts=scale.cold_rollouts,
+        calls=1,
+        concurrency=COLD_CONCURRENCY,
+        rounds=scale.cold_rounds,
+    )
     rollouts = traces[0].total_rollouts
-    params = {
-        "taskset": TASKSET,
-        "rollouts": rollouts,
-        "concurrency": COLD_CONCURRENCY,
-        "processes": len(traces),
-    }
-    what = f"fresh process, first call of {rollouts} rollouts"
+    record = recorder.group(
+        "cold",
+        taskset=TASKSET,
+        rollouts=rollouts,
+        concurrency=COLD_CONCURRENCY,
+        processes=len(traces),
+    )
     spawned = [t.spawn_to_first_call_s for t in traces if t.spawn_to_first_call_s is not None]
     figures = [
         ("construct_plus_first_call_s", [t.construct_and_first_call_s for t in traces], "s",
@@ -137,14 +103,13 @@ def test_cold_process_construction_and_first_call(
          "from spawning the process (interpreter start-up included)"),
         ("peak_rss_mib", [t.peak_mib for t in traces], "MiB", "peak RSS (VmHWM)"),
     ]  # fmt: skip
-    for name, values, unit, detail in figures:
-        if values:  # a probe without a spawn time has no spawn-to-first-call figure
-            recorder.record(
-                f"cold.{name}",
-                values,
-                group="cold",
-                label=f"{what}: {detail}",
-                unit=unit,
-                better="lower",
-                **params,
-            )
+    what = f"fresh process, first call of {rollouts} rollouts"
+    # A probe without a spawn time has no spawn-to-first-call figure.
+    record.each(
+        "cold",
+        [
+            (name, values, f"{what}: {detail}", unit, "lower")
+            for name, values, unit, detail in figures
+            if values
+        ],
+    )

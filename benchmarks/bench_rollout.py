@@ -5,8 +5,9 @@ own lines; the engine runs in its own process and is charged to neither."""
 
 from __future__ import annotations
 
-from benchmarks.measure import PointResult, record_rollout_point, run_rollout_point
+from benchmarks.measure import record_rollout_point, run_scaled_point
 from benchmarks.recorder import Recorder
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import RolloutPoint, Scale
 
 
@@ -17,23 +18,10 @@ def test_rollout_throughput(
     zero_latency_engine,
     rollout_case: tuple[str, RolloutPoint],
 ) -> None:
-    url, engine_pid = zero_latency_engine
     taskset, point = rollout_case
-    results: list[PointResult] = []
-
-    def measure() -> None:
-        results.append(
-            run_rollout_point(
-                url,
-                taskset,
-                point,
-                rounds=point.rounds or scale.rounds,
-                max_response_tokens=scale.max_response_tokens,
-                exclude_pids=(engine_pid,),
-            )
-        )
-
     # One pytest-benchmark round covers construction, the first call and every measured call;
     # the per-call figures come from the calls themselves.
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
-    record_rollout_point(recorder, taskset, point, results[0])
+    (result,) = measured_rounds(
+        benchmark, lambda: run_scaled_point(zero_latency_engine, taskset, point, scale)
+    )
+    record_rollout_point(recorder, taskset, point, result)

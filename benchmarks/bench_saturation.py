@@ -10,10 +10,17 @@ adapter/ceiling ratio is what the adapter keeps of what the engine can give (goa
 
 from __future__ import annotations
 
-from benchmarks.engine_proc import engine_stats, loopback_engine_process
-from benchmarks.measure import CeilingRound, record_ceiling, replay_calls, run_rollout_point
+from benchmarks.engine_proc import engine_stats, plan_engine_process
+from benchmarks.measure import (
+    CeilingRound,
+    record_ceiling,
+    record_summary,
+    replay_calls,
+    run_scaled_point,
+)
 from benchmarks.recorder import Recorder
-from benchmarks.scale import RolloutPoint, SaturationPlan, Scale
+from benchmarks.rounds import measured_rounds
+from benchmarks.scale import SaturationPlan, Scale
 
 TASKSET = "mv-arith"
 
@@ -22,30 +29,15 @@ def test_saturation_against_latency_model(
     benchmark, scale: Scale, recorder: Recorder, saturation_plan: SaturationPlan
 ) -> None:
     plan = saturation_plan
-    point = RolloutPoint(
-        concurrency=plan.concurrency, groups=plan.groups, samples_per_group=plan.samples_per_group
-    )
-    rounds: list[CeilingRound] = []
-    peaks: list[int] = []
 
-    def measure() -> None:
-        with loopback_engine_process(
-            prefill_s_per_token=plan.prefill_s_per_token,
-            decode_s_per_token=plan.decode_s_per_token,
-            max_running_requests=plan.batch_capacity,
-        ) as (url, engine_pid):
-            result = run_rollout_point(
-                url,
-                TASKSET,
-                point,
-                rounds=plan.rounds or scale.rounds,
-                max_response_tokens=scale.max_response_tokens,
-                exclude_pids=(engine_pid,),
-            )
-            rounds.extend(replay_calls(url, result.calls, plan.concurrency))
-            peaks.append(int(engine_stats(url)["peak_running"]))
+    def measure() -> tuple[list[CeilingRound], int]:
+        with plan_engine_process(plan) as engine:
+            result = run_scaled_point(engine, TASKSET, plan.point, scale)
+            url = engine[0]
+            rounds = replay_calls(url, result.calls, plan.concurrency)
+            return rounds, int(engine_stats(url)["peak_running"])
 
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    ((rounds, peak),) = measured_rounds(benchmark, measure)
     key = f"saturation.{plan.name}"
     params = {"plan": plan.name, "taskset": TASKSET, "concurrency": plan.concurrency}
     record_ceiling(
@@ -56,45 +48,33 @@ def test_saturation_against_latency_model(
         capacity_tokens_per_s=plan.capacity_tokens_per_s,
         **params,
     )
-    recorder.record(
+    decode_ms = 1000 * plan.decode_s_per_token
+    recorder.group(
+        "saturation", batch_capacity=plan.batch_capacity, decode_ms_per_token=decode_ms, **params
+    )(
         f"{key}.capacity_tokens_per_s",
         [plan.capacity_tokens_per_s],
-        group="saturation",
-        label=f"engine capacity: {plan.description}",
-        unit="tokens/s",
-        better="none",
-        batch_capacity=plan.batch_capacity,
-        decode_ms_per_token=1000 * plan.decode_s_per_token,
-        **params,
+        f"engine capacity: {plan.description}",
+        "tokens/s",
+        "none",
     )
-    recorder.record(
+    recorder.group("saturation", **params)(
         f"{key}.capacity_requests_per_s",
         [
             plan.batch_capacity
             / (plan.decode_s_per_token * r.adapter.sampled_tokens / r.adapter.model_turns)
             for r in rounds
         ],
-        group="saturation",
-        label="engine capacity in requests/s at this workload's reply length",
-        unit="requests/s",
-        better="none",
-        **params,
+        "engine capacity in requests/s at this workload's reply length",
+        "requests/s",
+        "none",
     )
-    recorder.record(
+    recorder.group("saturation", batch_capacity=plan.batch_capacity, **params)(
         f"{key}.engine_peak_running",
-        [float(p) for p in peaks],
-        group="saturation",
-        label="engine peak running sequences",
-        unit="sequences",
-        better="none",
-        batch_capacity=plan.batch_capacity,
-        **params,
+        [float(peak)],
+        "engine peak running sequences",
+        "sequences",
+        "none",
     )
-    recorder.record(
-        f"summary.saturation.{plan.name}.adapter_over_ceiling",
-        [r.ratio for r in rounds],
-        group="summary",
-        label=f"adapter / ceiling tokens/s, {plan.description} (goal >= 0.95)",
-        unit="ratio",
-        **params,
-    )
+    summary = f"adapter / ceiling tokens/s, {plan.description} (goal >= 0.95)"
+    record_summary(recorder, key, rounds, summary, **params)

@@ -11,6 +11,7 @@ alongside, as a reference for what the HTTP client itself costs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ import httpx
 from benchmarks.procstat import self_cpu_seconds
 from benchmarks.prompts import renderers_generate_body
 from benchmarks.ratios import round_ratios
-from benchmarks.recorder import Recorder
+from benchmarks.recorder import GroupRecorder, Recorder
+from benchmarks.results import Better
 from benchmarks.rollouts import MODEL_ID
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import Scale
 
 MAX_TOKENS = 32
@@ -132,140 +135,111 @@ async def _side_by_side(
     return SideBySide(**timed)
 
 
-def _measure(benchmark, scale: Scale, url: str, prompts, concurrency: int) -> list[SideBySide]:
-    rounds: list[SideBySide] = []
-
-    def one_round() -> None:
-        rounds.append(
-            asyncio.run(
-                _side_by_side(
-                    url, prompts, scale.transport_requests, concurrency, rotation=len(rounds)
-                )
+def _measure(
+    benchmark, scale: Scale, recorder: Recorder, engine, prompts, concurrency: int
+) -> tuple[GroupRecorder, str, list[SideBySide]]:
+    """The rounds side by side, and where their figures go: a recorder and a key prefix."""
+    url, _ = engine
+    rotation = itertools.count()
+    rounds = measured_rounds(
+        benchmark,
+        lambda: asyncio.run(
+            _side_by_side(
+                url, prompts, scale.transport_requests, concurrency, rotation=next(rotation)
             )
-        )
-
-    benchmark.pedantic(one_round, rounds=scale.rounds, iterations=1, warmup_rounds=0)
-    return rounds
-
-
-def _record_common(
-    recorder: Recorder, key: str, rounds: list[SideBySide], params: dict[str, int]
-) -> None:
-    for side, label in (
-        ("transport", "adapter transport"),
-        ("httpx", "plain httpx post"),
-        ("aiohttp", "plain aiohttp post (reference)"),
-    ):
-        recorder.record(
-            f"{key}.{side}_cpu_ms_per_request",
-            [getattr(r, side).cpu_ms_per_request for r in rounds],
-            group="transport",
-            label=f"{label}: client CPU per request",
-            unit="ms",
-            better="lower",
-            **params,
-        )
-    recorder.record(
-        f"{key}.cpu_overhead_ms_per_request",
-        [r.transport.cpu_ms_per_request - r.httpx.cpu_ms_per_request for r in rounds],
-        group="transport",
-        label="transport overhead over httpx: client CPU per request",
-        unit="ms",
-        better="lower",
-        **params,
-    )
-    # Round i of the transport over round i of httpx (measured back to back): the median of
-    # these is the like-for-like ratio, not the ratio of the two medians above.
-    recorder.record(
-        f"{key}.transport_over_httpx_cpu",
-        round_ratios(
-            [r.transport.cpu_ms_per_request for r in rounds],
-            [r.httpx.cpu_ms_per_request for r in rounds],
         ),
-        group="transport",
-        label="transport / plain httpx: client CPU per request",
-        unit="ratio",
-        better="lower",
-        **params,
+        rounds=scale.rounds,
     )
+    record = recorder.group("transport", concurrency=concurrency)
+    return record, f"transport.c{concurrency}", rounds
+
+
+SIDES = {
+    "transport": "adapter transport",
+    "httpx": "plain httpx post",
+    "aiohttp": "plain aiohttp post (reference)",
+}
+
+
+def _per_side(
+    record: GroupRecorder,
+    key: str,
+    rounds: list[SideBySide],
+    metric: str,
+    what: str,
+    unit: str,
+    better: Better,
+    sides: tuple[str, ...] = tuple(SIDES),
+) -> None:
+    """A figure per side: ``metric`` (a :class:`Timed` property) of each round."""
+    record.each(
+        key,
+        [
+            (
+                f"{side}_{metric}",
+                [getattr(getattr(r, side), metric) for r in rounds],
+                f"{SIDES[side]}: {what}",
+                unit,
+                better,
+            )
+            for side in sides
+        ],
+    )
+
+
+def _transport_minus_httpx(rounds: list[SideBySide], metric: str) -> list[float]:
+    return [getattr(r.transport, metric) - getattr(r.httpx, metric) for r in rounds]
+
+
+def _transport_over_httpx(rounds: list[SideBySide], metric: str) -> list[float]:
+    """Round i of the transport over round i of httpx (measured back to back): the median of
+    these is the like-for-like ratio, not the ratio of the two sides' medians."""
+    return round_ratios(
+        [getattr(r.transport, metric) for r in rounds], [getattr(r.httpx, metric) for r in rounds]
+    )
+
+
+def _record_cpu(record: GroupRecorder, key: str, rounds: list[SideBySide]) -> None:
+    cpu = "cpu_ms_per_request"
+    _per_side(record, key, rounds, cpu, "client CPU per request", "ms", "lower")
+    record.each(key, [
+        ("cpu_overhead_ms_per_request", _transport_minus_httpx(rounds, cpu),
+         "transport overhead over httpx: client CPU per request", "ms", "lower"),
+        ("transport_over_httpx_cpu", _transport_over_httpx(rounds, cpu),
+         "transport / plain httpx: client CPU per request", "ratio", "lower"),
+    ])  # fmt: skip
 
 
 def test_transport_overhead_one_request_at_a_time(
     benchmark, scale: Scale, recorder: Recorder, zero_latency_engine, prompts
 ) -> None:
-    url, _ = zero_latency_engine
-    rounds = _measure(benchmark, scale, url, prompts, concurrency=1)
-    params = {"concurrency": 1}
-    _record_common(recorder, "transport.c1", rounds, params)
-    recorder.record(
-        "transport.c1.transport_ms_per_request",
-        [r.transport.ms_per_request for r in rounds],
-        group="transport",
-        label="adapter transport: latency per request",
-        unit="ms",
-        better="lower",
-        **params,
+    record, key, rounds = _measure(benchmark, scale, recorder, zero_latency_engine, prompts, 1)
+    _record_cpu(record, key, rounds)
+    latency = "ms_per_request"
+    _per_side(
+        record, key, rounds, latency, "latency per request", "ms", "lower", ("transport", "httpx")
     )
-    recorder.record(
-        "transport.c1.httpx_ms_per_request",
-        [r.httpx.ms_per_request for r in rounds],
-        group="transport",
-        label="plain httpx post: latency per request",
-        unit="ms",
-        better="lower",
-        **params,
-    )
-    recorder.record(
-        "transport.c1.overhead_ms_per_request",
-        [r.transport.ms_per_request - r.httpx.ms_per_request for r in rounds],
-        group="transport",
-        label="transport overhead over httpx: latency per request",
-        unit="ms",
-        better="lower",
-        **params,
+    record(
+        f"{key}.overhead_ms_per_request",
+        _transport_minus_httpx(rounds, latency),
+        "transport overhead over httpx: latency per request",
+        "ms",
+        "lower",
     )
 
 
 def test_transport_throughput_concurrent(
     benchmark, scale: Scale, recorder: Recorder, zero_latency_engine, prompts
 ) -> None:
-    url, _ = zero_latency_engine
-    concurrency = scale.transport_concurrency
-    rounds = _measure(benchmark, scale, url, prompts, concurrency=concurrency)
-    key, params = f"transport.c{concurrency}", {"concurrency": concurrency}
-    _record_common(recorder, key, rounds, params)
-    recorder.record(
-        f"{key}.transport_requests_per_s",
-        [r.transport.requests_per_s for r in rounds],
-        group="transport",
-        label="adapter transport: requests/s",
-        unit="requests/s",
-        **params,
+    record, key, rounds = _measure(
+        benchmark, scale, recorder, zero_latency_engine, prompts, scale.transport_concurrency
     )
-    recorder.record(
-        f"{key}.httpx_requests_per_s",
-        [r.httpx.requests_per_s for r in rounds],
-        group="transport",
-        label="plain httpx post: requests/s",
-        unit="requests/s",
-        **params,
-    )
-    recorder.record(
-        f"{key}.aiohttp_requests_per_s",
-        [r.aiohttp.requests_per_s for r in rounds],
-        group="transport",
-        label="plain aiohttp post (reference): requests/s",
-        unit="requests/s",
-        **params,
-    )
-    recorder.record(
+    _record_cpu(record, key, rounds)
+    throughput = "requests_per_s"
+    _per_side(record, key, rounds, throughput, "requests/s", "requests/s", "higher")
+    record(
         f"{key}.transport_over_httpx",
-        round_ratios(
-            [r.transport.requests_per_s for r in rounds],
-            [r.httpx.requests_per_s for r in rounds],
-        ),
-        group="transport",
-        label="transport / plain httpx throughput",
-        unit="ratio",
-        **params,
+        _transport_over_httpx(rounds, throughput),
+        "transport / plain httpx throughput",
+        "ratio",
     )

@@ -23,9 +23,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from benchmarks.scale import SaturationPlan
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -136,6 +139,15 @@ def loopback_engine_process(
         yield str(ready["url"]), int(ready["pid"])
     finally:
         _stop(process)
+
+
+def plan_engine_process(plan: SaturationPlan) -> contextlib.AbstractContextManager[tuple[str, int]]:
+    """``loopback_engine_process`` running the latency model of ``plan``."""
+    return loopback_engine_process(
+        prefill_s_per_token=plan.prefill_s_per_token,
+        decode_s_per_token=plan.decode_s_per_token,
+        max_running_requests=plan.batch_capacity,
+    )
 
 
 def engine_stats(base_url: str) -> dict[str, Any]:

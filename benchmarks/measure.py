@@ -4,15 +4,15 @@ an engine URL and records its figures. Nothing here knows which engine it talks 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from benchmarks.loadgen import LoadResult, flush_cache, replay_sync
 from benchmarks.recorder import Recorder
-from benchmarks.rollouts import CallStats, rollout_driver
-from benchmarks.scale import RolloutPoint
+from benchmarks.results import ParamValue
+from benchmarks.rollouts import CallStats, point_driver
+from benchmarks.scale import RolloutPoint, Scale
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,10 @@ def run_rollout_point(
     its workload, so neither side starts with the other's prompts cached.
     """
     started = time.perf_counter()
-    with rollout_driver(
-        engine_url=engine_url,
-        taskset=taskset,
-        groups=point.groups,
-        samples_per_group=point.samples_per_group,
-        concurrency=point.concurrency,
+    with point_driver(
+        engine_url,
+        taskset,
+        point,
         max_response_tokens=max_response_tokens,
         exclude_pids=exclude_pids,
     ) as driver:
@@ -54,80 +52,64 @@ def run_rollout_point(
     return PointResult(first_call_s=first_call, calls=tuple(calls))
 
 
+def run_scaled_point(
+    engine: tuple[str, int], taskset: str, point: RolloutPoint, scale: Scale
+) -> PointResult:
+    """:func:`run_rollout_point` on the CPU benchmarks' ``(url, pid)`` engine: the scale's rounds
+    unless the point names its own, the scale's reply cap, the engine's CPU left out."""
+    url, engine_pid = engine
+    return run_rollout_point(
+        url,
+        taskset,
+        point,
+        rounds=point.rounds or scale.rounds,
+        max_response_tokens=scale.max_response_tokens,
+        exclude_pids=(engine_pid,),
+    )
+
+
+def _per(
+    calls: tuple[CallStats, ...], numerator: str, denominator: str, scale: int = 1
+) -> list[float]:
+    """``scale * numerator / denominator`` of each call (a denominator of 0 counts as 1)."""
+    return [scale * getattr(s, numerator) / max(1, getattr(s, denominator)) for s in calls]
+
+
 def record_rollout_point(
     recorder: Recorder, taskset: str, point: RolloutPoint, result: PointResult
 ) -> None:
     c = point.concurrency
     key = f"rollout.{taskset}.c{c}"
-    params = {"series": taskset, "concurrency": c, "rollouts_per_call": point.rollouts_per_call}
     calls = result.calls
-    recorder.record(
-        f"{key}.rollouts_per_s",
-        [s.rollouts_per_s for s in calls],
-        group="rollout",
-        label=f"{taskset} rollouts/s",
-        unit="rollouts/s",
-        **params,
+    # The throughput figures carry ``series``: the report plots them against concurrency.
+    plotted = recorder.group(
+        "rollout", series=taskset, concurrency=c, rollouts_per_call=point.rollouts_per_call
     )
-    recorder.record(
-        f"{key}.sampled_tokens_per_s",
-        [s.sampled_tokens_per_s for s in calls],
-        group="rollout",
-        label=f"{taskset} sampled tokens/s",
-        unit="sampled tokens/s",
-        **params,
-    )
-    recorder.record(
-        f"{key}.trainer_cpu_ms_per_turn",
-        [1000 * s.trainer_cpu_s / max(1, s.model_turns) for s in calls],
-        group="rollout",
-        label=f"{taskset} trainer-process CPU per model turn",
-        unit="ms",
-        better="lower",
-        taskset=taskset,
-        concurrency=c,
-    )
-    recorder.record(
-        f"{key}.model_turns_per_rollout",
-        [s.model_turns / max(1, s.rollouts) for s in calls],
-        group="rollout",
-        label=f"{taskset} model turns per rollout",
-        unit="turns",
-        better="none",
-        taskset=taskset,
-        concurrency=c,
-    )
+    for unit, name in (
+        ("rollouts/s", "rollouts_per_s"),
+        ("sampled tokens/s", "sampled_tokens_per_s"),
+    ):
+        plotted(f"{key}.{name}", [getattr(s, name) for s in calls], f"{taskset} {unit}", unit)
+    figures = [
+        ("trainer_cpu_ms_per_turn", _per(calls, "trainer_cpu_s", "model_turns", 1000),
+         f"{taskset} trainer-process CPU per model turn", "ms", "lower"),
+        ("model_turns_per_rollout", _per(calls, "model_turns", "rollouts"),
+         f"{taskset} model turns per rollout", "turns", "none"),
+    ]  # fmt: skip
     if c == 1:
-        recorder.record(
-            f"{key}.wall_ms_per_turn",
-            [1000 * s.wall_s / max(1, s.model_turns) for s in calls],
-            group="rollout",
-            label=f"{taskset} wall time per model turn, one at a time",
-            unit="ms",
-            better="lower",
-            taskset=taskset,
-            concurrency=c,
-        )
-    recorder.record(
+        figures.append(("wall_ms_per_turn", _per(calls, "wall_s", "model_turns", 1000),
+                        f"{taskset} wall time per model turn, one at a time", "ms", "lower"))  # fmt: skip
+    rollout = recorder.group("rollout", taskset=taskset, concurrency=c)
+    rollout.each(key, figures)
+    recorder.group("environment", taskset=taskset, concurrency=c)(
         f"environment.{taskset}.c{c}.cpu_ms_per_rollout",
-        [1000 * s.env_cpu_s / max(1, s.rollouts) for s in calls],
-        group="environment",
-        label=f"{taskset} environment subprocess CPU per rollout",
-        unit="ms",
-        better="lower",
-        taskset=taskset,
-        concurrency=c,
+        _per(calls, "env_cpu_s", "rollouts", 1000),
+        f"{taskset} environment subprocess CPU per rollout",
+        "ms",
+        "lower",
     )
-    recorder.record(
-        f"{key}.first_call_s",
-        [result.first_call_s],
-        group="rollout",
-        label=f"{taskset} construction + first call",
-        unit="s",
-        better="lower",
-        taskset=taskset,
-        concurrency=c,
-    )
+    what = f"{taskset} construction + first call"
+    rollout(f"{key}.first_call_s", [result.first_call_s], what, "s", "lower")
 
 
 @dataclass(frozen=True)
@@ -135,9 +117,10 @@ class CeilingRound:
     adapter: CallStats
     direct: LoadResult
 
-    @property
-    def ratio(self) -> float:
-        return self.adapter.sampled_tokens_per_s / self.direct.output_tokens_per_s
+
+def over_ceiling(rounds: list[CeilingRound]) -> list[float]:
+    """Adapter / ceiling tokens/s of each round."""
+    return [r.adapter.sampled_tokens_per_s / r.direct.output_tokens_per_s for r in rounds]
 
 
 def replay_calls(
@@ -162,57 +145,45 @@ def record_ceiling(
     capacity_tokens_per_s: float | None = None,
     **params: str | int,
 ) -> None:
-    recorder.record(
-        f"{key}.adapter_tokens_per_s",
-        [r.adapter.sampled_tokens_per_s for r in rounds],
-        group=group,
-        label="through the adapter: sampled tokens/s",
-        unit="tokens/s",
-        **params,
+    record = recorder.group(group, **params)
+    adapter = [r.adapter.sampled_tokens_per_s for r in rounds]
+    direct = [r.direct.output_tokens_per_s for r in rounds]
+    record(
+        f"{key}.adapter_tokens_per_s", adapter, "through the adapter: sampled tokens/s", "tokens/s"
     )
-    recorder.record(
+    record(
         f"{key}.direct_tokens_per_s",
-        [r.direct.output_tokens_per_s for r in rounds],
-        group=group,
-        label="direct load generator (ceiling): output tokens/s",
-        unit="tokens/s",
-        **params,
+        direct,
+        "direct load generator (ceiling): output tokens/s",
+        "tokens/s",
     )
-    recorder.record(
+    record(
         f"{key}.adapter_over_ceiling",
-        [r.ratio for r in rounds],
-        group=group,
-        label="adapter / ceiling (goal >= 0.95)",
-        unit="ratio",
-        **params,
+        over_ceiling(rounds),
+        "adapter / ceiling (goal >= 0.95)",
+        "ratio",
     )
-    recorder.record(
+    record(
         f"{key}.mean_output_tokens",
         [r.adapter.sampled_tokens / max(1, r.adapter.model_turns) for r in rounds],
-        group=group,
-        label="mean output tokens per request",
-        unit="tokens",
-        better="none",
-        **params,
+        "mean output tokens per request",
+        "tokens",
+        "none",
     )
     if capacity_tokens_per_s:
-        recorder.record(
-            f"{key}.adapter_over_capacity",
-            [r.adapter.sampled_tokens_per_s / capacity_tokens_per_s for r in rounds],
-            group=group,
-            label="adapter / engine capacity",
-            unit="ratio",
-            **params,
-        )
-        recorder.record(
-            f"{key}.ceiling_over_capacity",
-            [r.direct.output_tokens_per_s / capacity_tokens_per_s for r in rounds],
-            group=group,
-            label="ceiling / engine capacity",
-            unit="ratio",
-            **params,
-        )
+        for name, values in (("adapter", adapter), ("ceiling", direct)):
+            record(
+                f"{key}.{name}_over_capacity",
+                [v / capacity_tokens_per_s for v in values],
+                f"{name} / engine capacity",
+                "ratio",
+            )
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
+def record_summary(
+    recorder: Recorder, key: str, rounds: list[CeilingRound], label: str, **params: ParamValue
+) -> None:
+    """The headline figure of a ceiling measurement: adapter / ceiling tokens/s per round."""
+    recorder.group("summary", **params)(
+        f"summary.{key}.adapter_over_ceiling", over_ceiling(rounds), label, "ratio"
+    )

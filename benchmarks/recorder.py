@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,10 @@ class Recorder:
         self.figures = [f for f in self.figures if f.key != key] + [figure]
         return figure
 
+    def group(self, name: str, **params: ParamValue) -> GroupRecorder:
+        """Records into report group ``name``, every figure with ``params``."""
+        return GroupRecorder(self, name, params)
+
     def note(self, text: str) -> None:
         self.notes.append(text)
 
@@ -53,6 +58,29 @@ class Recorder:
             figures=self.figures,
             notes=self.notes,
         )
+
+
+@dataclass(frozen=True)
+class GroupRecorder:
+    """Figures of one report group that share their parameters."""
+
+    recorder: Recorder
+    name: str
+    params: dict[str, ParamValue]
+
+    def __call__(
+        self, key: str, samples: list[float], label: str, unit: str, better: Better = "higher"
+    ) -> Figure:
+        return self.recorder.record(
+            key, samples, group=self.name, label=label, unit=unit, better=better, **self.params
+        )
+
+    def each(
+        self, prefix: str, figures: Iterable[tuple[str, list[float], str, str, Better]]
+    ) -> None:
+        """``(name, samples, label, unit, better)`` figures, each keyed ``<prefix>.<name>``."""
+        for name, samples, label, unit, better in figures:
+            self(f"{prefix}.{name}", samples, label, unit, better)
 
 
 @dataclass(frozen=True)

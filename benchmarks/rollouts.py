@@ -15,13 +15,14 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.loadgen import DirectRequest
 from benchmarks.procstat import measure_tree_cpu
+from benchmarks.scale import RolloutPoint
 from miles_verifiers_testkit.miles import (
     FIXTURE_CONFIGS,
     MODEL,
@@ -184,6 +185,20 @@ def rollout_driver(**kwargs: Any) -> Iterator[RolloutDriver]:
         yield driver
     finally:
         driver.close()
+
+
+def point_driver(
+    engine_url: str, taskset: str, point: RolloutPoint, **kwargs: Any
+) -> AbstractContextManager[RolloutDriver]:
+    """:func:`rollout_driver` with ``point``'s batch (groups x samples) and concurrency."""
+    return rollout_driver(
+        engine_url=engine_url,
+        taskset=taskset,
+        groups=point.groups,
+        samples_per_group=point.samples_per_group,
+        concurrency=point.concurrency,
+        **kwargs,
+    )
 
 
 def workload_of(calls: Sequence[CallStats]) -> list[DirectRequest]:

@@ -51,6 +51,11 @@ class SaturationPlan:
     def capacity_tokens_per_s(self) -> float:
         return self.batch_capacity / self.decode_s_per_token
 
+    @property
+    def point(self) -> RolloutPoint:
+        """The load as a rollout point."""
+        return RolloutPoint(self.concurrency, self.groups, self.samples_per_group, self.rounds)
+
 
 @dataclass(frozen=True)
 class Scale:

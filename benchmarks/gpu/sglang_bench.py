@@ -31,7 +31,13 @@ from benchmarks.gpu.server import (
     sglang_server,
 )
 from benchmarks.machine import REPO_ROOT, machine_info
-from benchmarks.measure import record_ceiling, record_rollout_point, replay_calls, run_rollout_point
+from benchmarks.measure import (
+    record_ceiling,
+    record_rollout_point,
+    record_summary,
+    replay_calls,
+    run_rollout_point,
+)
 from benchmarks.recorder import Recorder, write_outputs
 from benchmarks.report import markdown_table
 from benchmarks.rollouts import TASKSET_CONFIGS
@@ -248,12 +254,11 @@ def run(args: argparse.Namespace) -> int:
                     taskset=taskset,
                     concurrency=concurrency,
                 )
-                recorder.record(
-                    f"summary.{taskset}.c{concurrency}.adapter_over_ceiling",
-                    [r.ratio for r in replayed],
-                    group="summary",
-                    label=f"{taskset}: adapter / ceiling tokens/s",
-                    unit="ratio",
+                record_summary(
+                    recorder,
+                    f"{taskset}.c{concurrency}",
+                    replayed,
+                    f"{taskset}: adapter / ceiling tokens/s",
                     taskset=taskset,
                     concurrency=concurrency,
                 )
