@@ -85,21 +85,44 @@ class Scale:
 
 
 def one_engine_batch(
-    name: str, description: str, decode_s_per_token: float, *, min_new_tokens: int = 0
+    name: str,
+    description: str,
+    decode_s_per_token: float,
+    *,
+    min_new_tokens: int = 0,
+    sequences: int = 64,
+    samples_per_group: int = 4,
+    rounds: int | None = 2,
 ) -> SaturationPlan:
-    """One engine as the standard scale models it: 64 sequences in the batch, prompts at
-    50k tokens/s, 128 requests in flight from 64 groups of 4, two measured calls."""
+    """One engine with ``sequences`` in its batch and prompts at 50k tokens/s, loaded with
+    twice that many requests in flight from ``sequences`` groups. The defaults are the
+    standard scale's: 64 sequences, 128 requests from 64 groups of 4, two measured calls."""
     return SaturationPlan(
         name=name,
         description=description,
         prefill_s_per_token=0.00002,
         decode_s_per_token=decode_s_per_token,
-        batch_capacity=64,
-        concurrency=128,
-        groups=64,
-        samples_per_group=4,
-        rounds=2,
+        batch_capacity=sequences,
+        concurrency=2 * sequences,
+        groups=sequences,
+        samples_per_group=samples_per_group,
+        rounds=rounds,
         min_new_tokens=min_new_tokens,
+    )
+
+
+def smoke_batch(
+    name: str, description: str, decode_s_per_token: float, *, min_new_tokens: int = 0
+) -> SaturationPlan:
+    """The smoke scale's engine: 8 sequences, 16 requests from 8 groups of 2, one round."""
+    return one_engine_batch(
+        name,
+        description,
+        decode_s_per_token,
+        min_new_tokens=min_new_tokens,
+        sequences=8,
+        samples_per_group=2,
+        rounds=None,
     )
 
 
@@ -191,18 +214,7 @@ SMOKE = Scale(
         "mv-dialogue": (RolloutPoint(concurrency=2, groups=1, samples_per_group=2),),
         "mv-tools": (RolloutPoint(concurrency=2, groups=1, samples_per_group=2),),
     },
-    saturation=(
-        SaturationPlan(
-            name="smoke",
-            description="100 tokens/s per sequence, 8 sequences",
-            prefill_s_per_token=0.00002,
-            decode_s_per_token=0.01,
-            batch_capacity=8,
-            concurrency=16,
-            groups=8,
-            samples_per_group=2,
-        ),
-    ),
+    saturation=(smoke_batch("smoke", "100 tokens/s per sequence, 8 sequences", 0.01),),
     memory_rollouts=64,
     memory_calls=4,
     cold_rounds=2,
@@ -214,25 +226,11 @@ SMOKE = Scale(
         "mv-tools": RolloutPoint(concurrency=2, groups=1, samples_per_group=2),
     },
     worker_saturation=(
-        SaturationPlan(
-            name="smoke-short",
-            description="~0.1 s per request, ~10-token replies, 8 sequences",
-            prefill_s_per_token=0.00002,
-            decode_s_per_token=0.01,
-            batch_capacity=8,
-            concurrency=16,
-            groups=8,
-            samples_per_group=2,
-        ),
-        SaturationPlan(
-            name="smoke-long",
-            description="~0.1 s per request, 50-token replies, 8 sequences",
-            prefill_s_per_token=0.00002,
-            decode_s_per_token=0.002,
-            batch_capacity=8,
-            concurrency=16,
-            groups=8,
-            samples_per_group=2,
+        smoke_batch("smoke-short", "~0.1 s per request, ~10-token replies, 8 sequences", 0.01),
+        smoke_batch(
+            "smoke-long",
+            "~0.1 s per request, 50-token replies, 8 sequences",
+            0.002,
             min_new_tokens=50,
         ),
     ),
