@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,29 +63,60 @@ def _log_tail(path: Path, limit: int = 4000) -> str:
         return "(no log)"
 
 
+def _poll(
+    what: str,
+    url: str,
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    ready: Callable[[httpx.Client], bool],
+    *,
+    timeout_s: float,
+    request_timeout_s: float,
+    interval_s: float,
+) -> bool:
+    """Ask ``ready`` every ``interval_s`` until it says yes (True) or ``timeout_s`` has passed
+    (False); raise if ``process`` exits meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=url, timeout=request_timeout_s) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ServerStartError(
+                    f"{what} exited with code {process.returncode} while starting; "
+                    f"log tail:\n{_log_tail(log_path)}"
+                )
+            if ready(client):
+                return True
+            time.sleep(interval_s)
+    return False
+
+
 def wait_until_generating(
     base_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float
 ) -> float:
     """Poll until a one-token generation succeeds; return the seconds it took."""
     started = time.monotonic()
-    deadline = started + timeout_s
     probe = {
         "input_ids": [151644, 872, 198],
         "sampling_params": {"max_new_tokens": 1, "temperature": 0},
     }
-    with httpx.Client(base_url=base_url, timeout=10.0) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise ServerStartError(
-                    f"SGLang exited with code {process.returncode} while starting; "
-                    f"log tail:\n{_log_tail(log_path)}"
-                )
-            try:
-                if client.post("/generate", json=probe).status_code == 200:
-                    return time.monotonic() - started
-            except httpx.TransportError:
-                pass  # not listening yet
-            time.sleep(2.0)
+
+    def generates(client: httpx.Client) -> bool:
+        try:
+            return client.post("/generate", json=probe).status_code == 200
+        except httpx.TransportError:
+            return False  # not listening yet
+
+    if _poll(
+        "SGLang",
+        base_url,
+        process,
+        log_path,
+        generates,
+        timeout_s=timeout_s,
+        request_timeout_s=10.0,
+        interval_s=2.0,
+    ):
+        return time.monotonic() - started
     raise ServerStartError(
         f"SGLang did not answer a generation within {timeout_s:.0f} s (raise --server-timeout "
         "if the "
@@ -108,25 +139,30 @@ def stop_process(process: subprocess.Popen[bytes], grace_s: float = 30.0) -> Non
 
 
 @contextmanager
+def _logged_process(
+    command: list[str], log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` in a session of its own (so its children stop with it), its output
+    into ``log_path``; always stop it on exit."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            yield process
+        finally:
+            stop_process(process)
+
+
+@contextmanager
 def sglang_server(
     plan: ServerPlan, log_path: Path, *, timeout_s: float, env: Mapping[str, str] | None = None
 ) -> Iterator[tuple[str, float]]:
     """Yield ``(base_url, startup_seconds)`` of a running server; always stop it on exit."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        # A new session so the server's own children (scheduler, detokenizer) stop with it.
-        process = subprocess.Popen(
-            sglang_command(plan),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
-        try:
-            startup = wait_until_generating(plan.base_url, process, log_path, timeout_s)
-            yield plan.base_url, startup
-        finally:
-            stop_process(process)
+    # The server's own children (scheduler, detokenizer) stop with it.
+    with _logged_process(sglang_command(plan), log_path, {**os.environ, **(env or {})}) as process:
+        yield plan.base_url, wait_until_generating(plan.base_url, process, log_path, timeout_s)
 
 
 def router_command(
@@ -146,25 +182,28 @@ def wait_until_routing(
     router_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout_s: float
 ) -> None:
     """Poll (bounded) until the router lists a healthy worker."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(base_url=router_url, timeout=5.0) as client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise ServerStartError(
-                    f"sglang-router exited with code {process.returncode} while starting; "
-                    f"log tail:\n{_log_tail(log_path)}"
-                )
-            try:
-                workers = client.get("/workers").json().get("workers", [])
-            except (httpx.HTTPError, ValueError, AttributeError):
-                workers = []
-            if workers and all(w.get("is_healthy") for w in workers):
-                return
-            time.sleep(0.5)
-    raise ServerStartError(
-        f"sglang-router listed no healthy worker within {timeout_s:.0f} s; log tail:\n"
-        f"{_log_tail(log_path)}"
-    )
+
+    def routes(client: httpx.Client) -> bool:
+        try:
+            workers = client.get("/workers").json().get("workers", [])
+        except (httpx.HTTPError, ValueError, AttributeError):
+            workers = []
+        return bool(workers) and all(w.get("is_healthy") for w in workers)
+
+    if not _poll(
+        "sglang-router",
+        router_url,
+        process,
+        log_path,
+        routes,
+        timeout_s=timeout_s,
+        request_timeout_s=5.0,
+        interval_s=0.5,
+    ):
+        raise ServerStartError(
+            f"sglang-router listed no healthy worker within {timeout_s:.0f} s; log tail:\n"
+            f"{_log_tail(log_path)}"
+        )
 
 
 @contextmanager
@@ -172,20 +211,10 @@ def sglang_router(
     worker_url: str, port: int, log_path: Path, *, timeout_s: float = 60.0
 ) -> Iterator[str]:
     """Yield the URL of a Rust sglang-router in front of ``worker_url``; always stop it."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            router_command(worker_url, port),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        router_url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_routing(router_url, process, log_path, timeout_s)
-            yield router_url
-        finally:
-            stop_process(process)
+    router_url = f"http://127.0.0.1:{port}"
+    with _logged_process(router_command(worker_url, port), log_path) as process:
+        wait_until_routing(router_url, process, log_path, timeout_s)
+        yield router_url
 
 
 def free_port(host: str = "127.0.0.1") -> int:
