@@ -163,14 +163,6 @@ def flush_cache(base_url: str, timeout_s: float = 30.0) -> bool:
         return client.post(f"{base_url.rstrip('/')}/flush_cache").status_code == 200
 
 
-def replay_sync(
-    base_url: str,
-    workload: Sequence[DirectRequest],
-    *,
-    concurrency: int,
-    timeout_s: float = 600.0,
-    client: Client = "aiohttp",
-) -> LoadResult:
-    return asyncio.run(
-        replay(base_url, workload, concurrency=concurrency, timeout_s=timeout_s, client=client)
-    )
+def replay_sync(base_url: str, workload: Sequence[DirectRequest], **options: Any) -> LoadResult:
+    """:func:`replay` to the end on an event loop of its own; ``options`` are replay's."""
+    return asyncio.run(replay(base_url, workload, **options))
