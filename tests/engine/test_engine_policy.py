@@ -44,6 +44,12 @@ QWEN_TOOL_TURN = (
 # ---- reading prompts ------------------------------------------------------------------
 
 
+def chatml(*turns: tuple[str, str]) -> str:
+    """Qwen's ChatML text of ``turns`` (role, content), ending in an open assistant turn."""
+    closed = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
+    return closed + "<|im_start|>assistant\n"
+
+
 def test_questions_are_read_in_the_protocol_form() -> None:
     text = "First What is 12 + 30? then What is 7 * 6? and What is 9 - 14?"
     assert find_questions(text) == [
@@ -123,17 +129,17 @@ def test_text_without_chat_markers_is_one_user_turn() -> None:
 
 
 def test_the_last_unanswered_question_is_pending() -> None:
-    text = (
-        "<|im_start|>user\nWhat is 1 + 2?<|im_end|>\n<|im_start|>assistant\n<answer>3</answer><|im_end|>\n"
-        "<|im_start|>user\nGood. Next: What is 4 * 5?<|im_end|>\n<|im_start|>assistant\n"
+    text = chatml(
+        ("user", "What is 1 + 2?"),
+        ("assistant", "<answer>3</answer>"),
+        ("user", "Good. Next: What is 4 * 5?"),
     )
     assert scan_prompt(text).pending == Question(4, "*", 5)
 
 
 def test_a_question_answered_by_a_later_assistant_turn_is_not_pending() -> None:
-    text = (
-        "<|im_start|>user\nWhat is 1 + 2?<|im_end|>\n<|im_start|>assistant\n<answer>3</answer><|im_end|>\n"
-        "<|im_start|>user\nThanks!<|im_end|>\n<|im_start|>assistant\n"
+    text = chatml(
+        ("user", "What is 1 + 2?"), ("assistant", "<answer>3</answer>"), ("user", "Thanks!")
     )
     scan = scan_prompt(text)
     assert scan.pending is None
@@ -141,10 +147,7 @@ def test_a_question_answered_by_a_later_assistant_turn_is_not_pending() -> None:
 
 
 def test_questions_in_assistant_turns_are_not_taken_as_asked() -> None:
-    text = (
-        "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n"
-        "<|im_start|>assistant\nYou asked What is 9 * 9?<|im_end|>\n<|im_start|>assistant\n"
-    )
+    text = chatml(("user", "What is 2 + 2?"), ("assistant", "You asked What is 9 * 9?"))
     assert scan_prompt(text).pending == Question(2, "+", 2)
 
 
@@ -185,7 +188,7 @@ def test_a_tool_result_is_answered_with_the_tools_number() -> None:
 
 
 def test_a_wrong_answer_misses_by_a_small_nonzero_amount() -> None:
-    scan = scan_prompt("<|im_start|>user\nWhat is 20 + 22?<|im_end|>\n<|im_start|>assistant\n")
+    scan = scan_prompt(chatml(("user", "What is 20 + 22?")))
     for seed in range(50):
         reply = decide_reply(scan, random.Random(seed), accuracy=0.0)
         value = int(reply.text.removeprefix("<answer>").removesuffix("</answer>"))
@@ -199,7 +202,7 @@ def test_a_wrong_tool_call_carries_a_wrong_addend() -> None:
 
 
 def test_accuracy_sets_the_share_of_right_answers() -> None:
-    scan = scan_prompt("<|im_start|>user\nWhat is 5 * 5?<|im_end|>\n<|im_start|>assistant\n")
+    scan = scan_prompt(chatml(("user", "What is 5 * 5?")))
     replies = Counter(
         decide_reply(scan, random.Random(seed), accuracy=0.7).text for seed in range(1000)
     )
@@ -287,7 +290,7 @@ def test_thinking_mode_writes_a_think_block_before_the_reply(qwen: ModelProfile)
     _, text = _complete(
         policy,
         qwen,
-        "<|im_start|>user\nWhat is 2 * 3?<|im_end|>\n<|im_start|>assistant\n",
+        chatml(("user", "What is 2 * 3?")),
         stop_token_ids=(),
     )
     assert text.startswith("<think>\n") and text.endswith("\n</think>\n\n<answer>6</answer>")
@@ -295,7 +298,7 @@ def test_thinking_mode_writes_a_think_block_before_the_reply(qwen: ModelProfile)
 
 def test_a_think_block_opened_by_the_prompt_is_closed_first(qwen: ModelProfile) -> None:
     policy = ScriptedPolicy(qwen, PolicyConfig(accuracy=1.0, thinking=True))
-    prompt = "<|im_start|>user\nWhat is 2 * 3?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    prompt = chatml(("user", "What is 2 * 3?")) + "<think>\n"
     _, text = _complete(policy, qwen, prompt, stop_token_ids=())
     assert not text.startswith("<think>")
     assert text.endswith("\n</think>\n\n<answer>6</answer>")
@@ -305,7 +308,7 @@ def test_thinking_is_off_by_default(qwen_policy: ScriptedPolicy, qwen: ModelProf
     _, text = _complete(
         qwen_policy,
         qwen,
-        "<|im_start|>user\nWhat is 2 * 3?<|im_end|>\n<|im_start|>assistant\n",
+        chatml(("user", "What is 2 * 3?")),
         stop_token_ids=(),
     )
     assert text == "<answer>6</answer>"
