@@ -95,11 +95,12 @@ def machine_info() -> dict[str, ParamValue]:
     }
 
 
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
-    versions: dict[str, str] = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+    return {name: _version(name) for name in names}
