@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+from miles_verifiers_conformance.branching import branching_batch
 from miles_verifiers_conformance.budget import budget
 from miles_verifiers_conformance.checks import (
     check_round_trip,
@@ -48,8 +49,6 @@ def branch_count_of(error: BaseException) -> int | None:
     return None
 
 
-TASKS = 8  # more than batch + extra, so the branching task appears once per call
-
 # The adapter's setting for the reject branch policy (an adapter that always rejects ignores it).
 REJECT_POLICY = {"MILES_VERIFIERS_BRANCH_POLICY": "reject"}
 
@@ -78,31 +77,20 @@ def test_multi_branch_traces_are_rejected_wherever_they_fall_when_asked(
     slot: int,
 ) -> None:
     world.engine.reset()
-    # One task of the batch branches; its neighbours run 2 steps, which never compact.
-    position = slot % batch
-    branching_task = (first_rollout * batch + position) % TASKS
-    branches = steps // 2  # the harness compacts every 2 turns: one branch per 2 steps
-    config = write_config(
-        workdir,
-        "mv_compact",
-        taskset={"num_tasks": TASKS, "steps": 2, "steps_by_task": {str(branching_task): steps}},
-        harness={"compact_every": 2},
-        top={"max_turns": 16},  # room for all 14 steps
-    )
-    args = miles_args(
-        rollout_batch_size=batch, n_samples_per_prompt=n, over_sampling_batch_size=batch + extra
+    run = branching_batch(
+        workdir, steps=steps, batch=batch, n=n, extra=extra, first_rollout=first_rollout, slot=slot
     )
     with pytest.MonkeyPatch.context() as patch:
         for name, value in REJECT_POLICY.items():
             patch.setenv(name, value)
-        fn = world.start(args, config)
+        fn = world.start(run.args, run.config)
 
     with pytest.raises(Exception) as caught:
         world.train(fn, first_rollout)
 
     assert not isinstance(caught.value, CallDeadlineExceeded), str(caught.value)
-    assert branch_count_of(caught.value) == branches, (
-        f"the rejection should carry branch_count={branches}: {caught.value!r}"
+    assert branch_count_of(caught.value) == run.branches, (
+        f"the rejection should carry branch_count={run.branches}: {caught.value!r}"
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from miles_verifiers_conformance.branching import branching_batch
 from miles_verifiers_conformance.budget import budget
 from miles_verifiers_conformance.checks import (
     check_round_trip,
@@ -25,9 +26,6 @@ from miles_verifiers_conformance.checks import (
 from miles_verifiers_conformance.miles_side import flatten, miles_args
 from miles_verifiers_conformance.verdicts import ClauseBook
 from miles_verifiers_conformance.world import MilesWorld, require_taskset, write_config
-
-TASKS = 8  # more than batch + extra, so the branching task appears once per call
-
 
 SIBLING_CLAUSES = ("BR-4", "BR-5", "BR-6", "BR-7")
 
@@ -55,20 +53,11 @@ def test_multi_branch_traces_train_as_siblings_of_one_rollout(
     slot: int,
 ) -> None:
     world.engine.reset()
-    position = slot % batch
-    branching_task = (first_rollout * batch + position) % TASKS
-    branches = steps // 2  # the harness compacts every 2 turns: one branch per 2 steps
-    config = write_config(
-        workdir,
-        "mv_compact",
-        taskset={"num_tasks": TASKS, "steps": 2, "steps_by_task": {str(branching_task): steps}},
-        harness={"compact_every": 2},
-        top={"max_turns": 16},
+    run = branching_batch(
+        workdir, steps=steps, batch=batch, n=n, extra=extra, first_rollout=first_rollout, slot=slot
     )
-    args = miles_args(
-        rollout_batch_size=batch, n_samples_per_prompt=n, over_sampling_batch_size=batch + extra
-    )
-    fn = world.start(args, config)
+    args, position, branches = run.args, run.position, run.branches
+    fn = world.start(args, run.config)
 
     groups: Any = None
     try:
