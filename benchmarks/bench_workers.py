@@ -11,15 +11,17 @@ as ``unavailable: <reason>`` in the result's settings instead of failing the run
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from typing import Any, TypeVar
 
 import pytest
 
-from benchmarks.engine_proc import loopback_engine_process
+from benchmarks.engine_proc import plan_engine_process
 from benchmarks.loadgen import flush_cache, replay_sync
 from benchmarks.recorder import Recorder
-from benchmarks.rollouts import CallStats, RolloutDriver, rollout_driver
+from benchmarks.rollouts import CallStats, RolloutDriver, point_driver
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import RolloutPoint, SaturationPlan, Scale
 from benchmarks.workers import (
     GENERATION_VARIANT,
@@ -34,6 +36,7 @@ from benchmarks.workers import (
 )
 
 SATURATION_TASKSET = "mv-arith"
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -45,45 +48,58 @@ def setups(scale: Scale, recorder: Recorder) -> dict[str, VariantSetup]:
     return found
 
 
-def _runnable(setups: dict[str, VariantSetup]) -> list[str]:
-    return [name for name, setup in setups.items() if setup.unavailable is None]
-
-
 def _variants_on(setups: dict[str, VariantSetup], taskset: str) -> dict[str, tuple[str, Any]]:
     """Every runnable variant, each on ``taskset`` with its own settings."""
-    return {name: (taskset, setups[name].settings) for name in _runnable(setups)}
-
-
-def _drivers(
-    stack: ExitStack,
-    runs: dict[str, tuple[str, Any]],
-    url: str,
-    point: RolloutPoint,
-    *,
-    max_response_tokens: int,
-    engine_pid: int,
-    min_new_tokens: int = 0,
-) -> dict[str, RolloutDriver]:
-    """A driver per named run (its taskset and settings), each called once unmeasured."""
-    drivers = {
-        name: stack.enter_context(
-            rollout_driver(
-                engine_url=url,
-                taskset=taskset,
-                groups=point.groups,
-                samples_per_group=point.samples_per_group,
-                concurrency=point.concurrency,
-                max_response_tokens=max_response_tokens,
-                exclude_pids=(engine_pid,),
-                settings=settings,
-                min_new_tokens=min_new_tokens,
-            )
-        )
-        for name, (taskset, settings) in runs.items()
+    return {
+        name: (taskset, setup.settings)
+        for name, setup in setups.items()
+        if setup.unavailable is None
     }
-    for driver in drivers.values():
-        driver.call()  # unmeasured: workers started, tokenizers loaded, connections open
-    return drivers
+
+
+def _call(url: str, driver: RolloutDriver) -> CallStats:
+    return driver.call()
+
+
+def _interleaved(
+    benchmark,
+    engine: AbstractContextManager[tuple[str, int]],
+    runs: dict[str, tuple[str, Any]],
+    point: RolloutPoint,
+    scale: Scale,
+    *,
+    min_new_tokens: int = 0,
+    one_call: Callable[[str, RolloutDriver], T] = _call,
+) -> dict[str, list[T]]:
+    """A driver per named run (its taskset and settings), each called once unmeasured, then
+    ``one_call`` per run and round, the runs interleaved within each round."""
+    measured: dict[str, list[T]] = {name: [] for name in runs}
+
+    def measure() -> None:
+        with engine as (url, engine_pid), ExitStack() as stack:
+            drivers = {
+                name: stack.enter_context(
+                    point_driver(
+                        url,
+                        taskset,
+                        point,
+                        max_response_tokens=scale.max_response_tokens,
+                        exclude_pids=(engine_pid,),
+                        settings=settings,
+                        min_new_tokens=min_new_tokens,
+                    )
+                )
+                for name, (taskset, settings) in runs.items()
+            }
+            for driver in drivers.values():
+                driver.call()  # unmeasured: workers started, tokenizers loaded, connections open
+            for _ in range(point.rounds or scale.rounds):
+                for name, driver in drivers.items():
+                    flush_cache(url)
+                    measured[name].append(one_call(url, driver))
+
+    measured_rounds(benchmark, measure)
+    return measured
 
 
 def test_throughput_against_worker_count(
@@ -94,26 +110,13 @@ def test_throughput_against_worker_count(
     setups: dict[str, VariantSetup],
     worker_taskset: str,
 ) -> None:
-    url, engine_pid = zero_latency_engine
-    point = scale.worker_points[worker_taskset]
-    calls: dict[str, list[CallStats]] = {name: [] for name in _runnable(setups)}
-
-    def measure() -> None:
-        with ExitStack() as stack:
-            drivers = _drivers(
-                stack,
-                _variants_on(setups, worker_taskset),
-                url,
-                point,
-                max_response_tokens=scale.max_response_tokens,
-                engine_pid=engine_pid,
-            )
-            for _ in range(point.rounds or scale.rounds):
-                for name, driver in drivers.items():
-                    flush_cache(url)
-                    calls[name].append(driver.call())
-
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    calls = _interleaved(
+        benchmark,
+        nullcontext(zero_latency_engine),
+        _variants_on(setups, worker_taskset),
+        scale.worker_points[worker_taskset],
+        scale,
+    )
     record_worker_point(recorder, worker_taskset, calls)
 
 
@@ -125,38 +128,22 @@ def test_saturation_against_worker_count(
     worker_plan: SaturationPlan,
 ) -> None:
     plan = worker_plan
-    point = RolloutPoint(
-        concurrency=plan.concurrency, groups=plan.groups, samples_per_group=plan.samples_per_group
+
+    def with_ceiling(url: str, driver: RolloutDriver) -> tuple[CallStats, float]:
+        call = driver.call()
+        flush_cache(url)
+        direct = replay_sync(url, call.requests, concurrency=plan.concurrency)
+        return call, direct.output_tokens_per_s
+
+    rounds = _interleaved(
+        benchmark,
+        plan_engine_process(plan),
+        _variants_on(setups, SATURATION_TASKSET),
+        plan.point,
+        scale,
+        min_new_tokens=plan.min_new_tokens,
+        one_call=with_ceiling,
     )
-    rounds: dict[str, list[tuple[CallStats, float]]] = {name: [] for name in _runnable(setups)}
-
-    def measure() -> None:
-        with (
-            loopback_engine_process(
-                prefill_s_per_token=plan.prefill_s_per_token,
-                decode_s_per_token=plan.decode_s_per_token,
-                max_running_requests=plan.batch_capacity,
-            ) as (url, engine_pid),
-            ExitStack() as stack,
-        ):
-            drivers = _drivers(
-                stack,
-                _variants_on(setups, SATURATION_TASKSET),
-                url,
-                point,
-                max_response_tokens=scale.max_response_tokens,
-                engine_pid=engine_pid,
-                min_new_tokens=plan.min_new_tokens,
-            )
-            for _ in range(plan.rounds or scale.rounds):
-                for name, driver in drivers.items():
-                    flush_cache(url)
-                    call = driver.call()
-                    flush_cache(url)
-                    direct = replay_sync(url, call.requests, concurrency=plan.concurrency)
-                    rounds[name].append((call, direct.output_tokens_per_s))
-
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
     record_worker_saturation(recorder, plan.name, plan.description, plan.decode_s_per_token, rounds)
 
 
@@ -178,28 +165,15 @@ def test_verifiers04_workers_against_verifiers02_workers(
         recorder.settings["workers.mv-arith04"] = reason
         recorder.note(f"workers.mv-arith04: {reason}")
         pytest.skip(reason)
-    url, engine_pid = zero_latency_engine
-    point = scale.worker_points["mv-arith"]
     settings = {
         "mv-arith": two.settings,
         "mv-arith04": two.settings.model_copy(update={"episode_worker_python": python04}),
     }
-    calls: dict[str, list[CallStats]] = {taskset: [] for taskset in settings}
-
-    def measure() -> None:
-        with ExitStack() as stack:
-            drivers = _drivers(
-                stack,
-                {taskset: (taskset, chosen) for taskset, chosen in settings.items()},
-                url,
-                point,
-                max_response_tokens=scale.max_response_tokens,
-                engine_pid=engine_pid,
-            )
-            for _ in range(point.rounds or scale.rounds):
-                for taskset, driver in drivers.items():
-                    flush_cache(url)
-                    calls[taskset].append(driver.call())
-
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    calls = _interleaved(
+        benchmark,
+        nullcontext(zero_latency_engine),
+        {taskset: (taskset, chosen) for taskset, chosen in settings.items()},
+        scale.worker_points["mv-arith"],
+        scale,
+    )
     record_generation_point(recorder, calls["mv-arith"], calls["mv-arith04"])

@@ -69,6 +69,14 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def counted_descendants(exclude: Collection[int]) -> set[int]:
+    """This process's live descendants, less ``exclude`` and the processes below them."""
+    excluded: set[int] = set(exclude)
+    for pid in exclude:
+        excluded |= descendants(pid)
+    return descendants(os.getpid()) - excluded
+
+
 def process_cpu_seconds(pid: int) -> float:
     """user+system CPU of a process and of the children it has reaped; 0 if it is gone."""
     fields = _stat_fields(pid)
@@ -104,10 +112,7 @@ class TreeCpu:
     _live_start: dict[int, float] = field(default_factory=dict)
 
     def _live(self) -> dict[int, float]:
-        excluded: set[int] = set(self.exclude)
-        for pid in self.exclude:
-            excluded |= descendants(pid)
-        return {pid: process_cpu_seconds(pid) for pid in descendants(os.getpid()) - excluded}
+        return {pid: process_cpu_seconds(pid) for pid in counted_descendants(self.exclude)}
 
     def start(self) -> None:
         self._self_start = self_cpu_seconds()

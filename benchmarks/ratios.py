@@ -9,7 +9,10 @@ with B's busy one; on a shared machine that mixes load into the ratio.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+R = TypeVar("R")
 
 
 def round_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
@@ -22,6 +25,13 @@ def round_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> 
     if any(d == 0 for d in denominators):
         raise ValueError("a round of the denominator series is 0; its ratio is undefined")
     return [float(n) / float(d) for n, d in zip(numerators, denominators, strict=True)]
+
+
+def ratios_of(
+    value: Callable[[R], float], rounds: Sequence[R], baseline: Sequence[R]
+) -> list[float]:
+    """:func:`round_ratios` of ``value`` of each round over ``value`` of the baseline's."""
+    return round_ratios([value(r) for r in rounds], [value(r) for r in baseline])
 
 
 def median_round_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:

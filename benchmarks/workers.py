@@ -12,11 +12,11 @@ goals and the projection are checked by unit tests without running anything.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from benchmarks.ratios import round_ratios
+from benchmarks.ratios import ratios_of, round_ratios
 from benchmarks.results import BenchResult, Better, ParamValue
 
 if TYPE_CHECKING:  # the recorder's module imports this one (through the report)
@@ -283,49 +283,29 @@ class CallLike(Protocol):
     def env_cpu_s(self) -> float: ...
 
 
-@dataclass(frozen=True)
-class _PerVariant:
-    """One figure recorded for each variant: its name, unit, direction and label, and the
-    value of one measured call."""
-
-    name: str
-    unit: str
-    better: Better
-    label: str  # formatted with ``taskset`` and ``variant``
-    value: Callable[[CallLike], float]
+def _rollouts_per_s(c: CallLike) -> float:
+    return c.rollouts / c.wall_s
 
 
-_PER_VARIANT = (
-    _PerVariant(
-        "rollouts_per_s",
-        "rollouts/s",
-        "higher",
-        "{taskset} rollouts/s, {variant}",
-        lambda c: c.rollouts / c.wall_s,
-    ),
-    _PerVariant(
-        "model_turns_per_s",
-        "turns/s",
-        "higher",
-        "{taskset} model turns/s, {variant}",
-        lambda c: c.model_turns / c.wall_s,
-    ),
-    _PerVariant(
-        "trainer_cpu_ms_per_turn",
-        "ms",
-        "lower",
-        "{taskset} trainer-process CPU per model turn, {variant}",
-        lambda c: per_turn_ms(c.trainer_cpu_s, c.model_turns),
-    ),
-    _PerVariant(
-        "worker_cpu_ms_per_turn",
-        "ms",
-        "lower",
-        "{taskset} CPU of the trainer's child processes (workers, environment servers) "
-        "per model turn, {variant}",
-        lambda c: per_turn_ms(c.env_cpu_s, c.model_turns),
-    ),
-)
+def _trainer_ms(c: CallLike) -> float:
+    return per_turn_ms(c.trainer_cpu_s, c.model_turns)
+
+
+def _per_variant_figures(
+    rounds: Sequence[CallLike], taskset: str, variant: str
+) -> list[tuple[str, list[float], str, str, Better]]:
+    """``(name, samples, label, unit, better)`` of one variant's rounds."""
+    return [
+        ("rollouts_per_s", [_rollouts_per_s(c) for c in rounds],
+         f"{taskset} rollouts/s, {variant}", "rollouts/s", "higher"),
+        ("model_turns_per_s", [c.model_turns / c.wall_s for c in rounds],
+         f"{taskset} model turns/s, {variant}", "turns/s", "higher"),
+        ("trainer_cpu_ms_per_turn", [_trainer_ms(c) for c in rounds],
+         f"{taskset} trainer-process CPU per model turn, {variant}", "ms", "lower"),
+        ("worker_cpu_ms_per_turn", [per_turn_ms(c.env_cpu_s, c.model_turns) for c in rounds],
+         f"{taskset} CPU of the trainer's child processes (workers, environment servers) "
+         f"per model turn, {variant}", "ms", "lower"),
+    ]  # fmt: skip
 
 
 def _variant_params(variant: str, **params: ParamValue) -> dict[str, ParamValue]:
@@ -346,28 +326,14 @@ def record_worker_point(
         if not rounds:
             continue
         key = f"workers.{taskset}.{variant}"
-        params = _variant_params(variant, taskset=taskset)
-        for figure in _PER_VARIANT:
-            recorder.record(
-                f"{key}.{figure.name}",
-                [figure.value(c) for c in rounds],
-                group="workers",
-                label=figure.label.format(taskset=taskset, variant=variant),
-                unit=figure.unit,
-                better=figure.better,
-                **params,
-            )
+        record = recorder.group("workers", **_variant_params(variant, taskset=taskset))
+        record.each(key, _per_variant_figures(rounds, taskset, variant))
         if variant != IN_PROCESS and len(baseline) == len(rounds):
-            recorder.record(
+            record(
                 f"{key}.throughput_over_in_process",
-                round_ratios(
-                    [c.rollouts / c.wall_s for c in rounds],
-                    [c.rollouts / c.wall_s for c in baseline],
-                ),
-                group="workers",
-                label=f"{taskset} rollouts/s, {variant} / in-process (per-round ratio)",
-                unit="ratio",
-                **params,
+                ratios_of(_rollouts_per_s, rounds, baseline),
+                f"{taskset} rollouts/s, {variant} / in-process (per-round ratio)",
+                "ratio",
             )
 
 
@@ -385,30 +351,15 @@ def record_generation_point(
     """The 0.4 row: its throughput and per-turn CPU, and both over 0.2.0's (per-round ratios
     of rounds measured interleaved)."""
     record_worker_point(recorder, "mv-arith04", {GENERATION_VARIANT: calls04})
-    params = _variant_params(GENERATION_VARIANT, taskset="mv-arith04")
-    key = f"workers.mv-arith04.{GENERATION_VARIANT}"
-    recorder.record(
-        f"{key}.throughput_over_0_2",
-        round_ratios(
-            [c.rollouts / c.wall_s for c in calls04], [c.rollouts / c.wall_s for c in calls02]
-        ),
-        group="workers",
-        label="rollouts/s, verifiers 0.4.0 / 0.2.0 workers (mv-arith04 / mv-arith, per-round ratio)",
-        unit="ratio",
-        **params,
-    )
-    recorder.record(
-        f"{key}.trainer_cpu_over_0_2",
-        round_ratios(
-            [per_turn_ms(c.trainer_cpu_s, c.model_turns) for c in calls04],
-            [per_turn_ms(c.trainer_cpu_s, c.model_turns) for c in calls02],
-        ),
-        group="workers",
-        label="trainer-process CPU per turn, verifiers 0.4.0 / 0.2.0 workers (per-round ratio)",
-        unit="ratio",
-        better="lower",
-        **params,
-    )
+    record = recorder.group("workers", **_variant_params(GENERATION_VARIANT, taskset="mv-arith04"))
+    record.each(f"workers.mv-arith04.{GENERATION_VARIANT}", [
+        ("throughput_over_0_2", ratios_of(_rollouts_per_s, calls04, calls02),
+         "rollouts/s, verifiers 0.4.0 / 0.2.0 workers (mv-arith04 / mv-arith, per-round ratio)",
+         "ratio", "higher"),
+        ("trainer_cpu_over_0_2", ratios_of(_trainer_ms, calls04, calls02),
+         "trainer-process CPU per turn, verifiers 0.4.0 / 0.2.0 workers (per-round ratio)",
+         "ratio", "lower"),
+    ])  # fmt: skip
 
 
 def record_worker_saturation(
@@ -423,36 +374,20 @@ def record_worker_saturation(
     for variant, pairs in rounds.items():
         if not pairs:
             continue
-        key = f"workers_saturation.{plan}.{variant}"
-        params = _variant_params(variant, plan=plan)
         adapter = [c.sampled_tokens / c.wall_s for c, _ in pairs]
         ceiling = [direct for _, direct in pairs]
         mean_tokens = [c.sampled_tokens / max(1, c.model_turns) for c, _ in pairs]
-        recorder.record(
-            f"{key}.adapter_over_ceiling",
-            round_ratios(adapter, ceiling),
-            group="workers-saturation",
-            label=f"adapter / ceiling tokens/s, {description}, {variant} (goal >= 0.95)",
-            unit="ratio",
-            **params,
-        )
-        recorder.record(
-            f"{key}.adapter_tokens_per_s",
-            adapter,
-            group="workers-saturation",
-            label=f"through the adapter: sampled tokens/s, {variant}",
-            unit="tokens/s",
-            **params,
-        )
-        recorder.record(
-            f"{key}.seconds_per_request",
-            [decode_s_per_token * t for t in mean_tokens],
-            group="workers-saturation",
-            label=f"engine decode time per request (mean reply length x decode time), {variant}",
-            unit="s",
-            better="none",
-            **params,
-        )
+        record = recorder.group("workers-saturation", **_variant_params(variant, plan=plan))
+        record.each(f"workers_saturation.{plan}.{variant}", [
+            ("adapter_over_ceiling", round_ratios(adapter, ceiling),
+             f"adapter / ceiling tokens/s, {description}, {variant} (goal >= 0.95)",
+             "ratio", "higher"),
+            ("adapter_tokens_per_s", adapter,
+             f"through the adapter: sampled tokens/s, {variant}", "tokens/s", "higher"),
+            ("seconds_per_request", [decode_s_per_token * t for t in mean_tokens],
+             f"engine decode time per request (mean reply length x decode time), {variant}",
+             "s", "none"),
+        ])  # fmt: skip
 
 
 def _numbers(kind: type, text: str, flag: str) -> list[Any]:
