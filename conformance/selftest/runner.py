@@ -26,6 +26,16 @@ SERVER_START_S = 300.0
 ANYIO_ALREADY_IMPORTED = (
     "ignore:Module already imported so cannot be rewritten; anyio:pytest.PytestAssertRewriteWarning"
 )
+# A site's conftest.py that loads the suite's plugin (its options and its report).
+PLUGIN_CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
+
+
+def plugin_site(folder: Path, conftest: str = PLUGIN_CONFTEST, **tests: str) -> None:
+    """A pytest site in ``folder``: ``conftest`` (the suite's plugin) and each test file named
+    by a keyword (``test_demo=...`` writes test_demo.py)."""
+    (folder / "conftest.py").write_text(conftest)
+    for name, text in tests.items():
+        (folder / f"{name}.py").write_text(text)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from miles_verifiers_conformance.drift import DriftEntry, first_difference, parse_ids
-from miles_verifiers_conformance.selftest.runner import REPO_ROOT, run_pytest
+from miles_verifiers_conformance.selftest.runner import (
+    REPO_ROOT,
+    plugin_site,
+    run_pytest,
+)
 from miles_verifiers_conformance.snapshots import (
     RENDERED_DIRNAME,
     earlier_version_snapshot,
@@ -17,8 +21,6 @@ from miles_verifiers_conformance.snapshots import (
     renderers_folder,
     version_mismatch,
 )
-
-CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 # The snapshot text comes from an environment variable so one test file can change it between runs.
 SNAPSHOT_TEST = textwrap.dedent(
@@ -47,15 +49,20 @@ def test_first_difference_counts_a_pure_extension() -> None:
     assert first_difference([1, 2], [1, 2]) is None
 
 
-@pytest.mark.clause("SUITE-2")
-def test_update_run_reports_the_changed_case(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_demo.py").write_text(SNAPSHOT_TEST)
+def recorded_demo(tmp_path: Path) -> Path:
+    """A snapshot demo site whose snapshot is recorded (ids 1, 2, 3); its report base."""
+    plugin_site(tmp_path, test_demo=SNAPSHOT_TEST)
     report = tmp_path / "r"
     first = run_pytest(
         ["--snapshot-update"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 2, 3"}
     )
     assert first.returncode == 0, first.output
+    return report
+
+
+@pytest.mark.clause("SUITE-2")
+def test_update_run_reports_the_changed_case(tmp_path: Path) -> None:
+    report = recorded_demo(tmp_path)
 
     check = run_pytest([], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 7, 3, 4"})
     update = run_pytest(
@@ -75,13 +82,7 @@ def test_update_run_reports_the_changed_case(tmp_path: Path) -> None:
 
 @pytest.mark.clause("SUITE-2")
 def test_a_run_split_over_xdist_workers_reports_the_changed_case(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_demo.py").write_text(SNAPSHOT_TEST)
-    report = tmp_path / "r"
-    first = run_pytest(
-        ["--snapshot-update"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 2, 3"}
-    )
-    assert first.returncode == 0, first.output
+    report = recorded_demo(tmp_path)
 
     check = run_pytest(["-n", "2"], cwd=tmp_path, report_base=report, env={"DEMO_IDS": "1, 7, 3"})
 
@@ -119,8 +120,7 @@ def _recorded(tmp_path: Path, version: str, ids: str) -> Path:
 def test_a_first_recording_for_a_renderers_release_drifts_against_the_previous_release(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    plugin_site(tmp_path, test_demo=RENDERERS_TEST)
     older = _recorded(tmp_path, "0.0.1", "1, 2, 3")
 
     run = run_pytest(
@@ -139,8 +139,7 @@ def test_a_first_recording_for_a_renderers_release_drifts_against_the_previous_r
 def test_a_renderers_release_with_no_snapshots_is_refused_with_the_refresh_command(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    plugin_site(tmp_path, test_demo=RENDERERS_TEST)
     _recorded(tmp_path, "0.0.1", "1, 2, 3")
 
     run = run_pytest([], cwd=tmp_path, report_base=tmp_path / "r", env={"DEMO_IDS": "1, 2, 3"})
@@ -158,8 +157,7 @@ def test_another_renderers_releases_snapshots_are_not_unused_in_a_run_over_xdist
 ) -> None:
     # The xdist controller runs no assertion, so syrupy scans the test site with its default
     # extension: the other release's folder must be out of its sight.
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_demo.py").write_text(RENDERERS_TEST)
+    plugin_site(tmp_path, test_demo=RENDERERS_TEST)
     _recorded(tmp_path, installed_versions(("renderers",))["renderers"], "1, 2, 3")
     other = _recorded(tmp_path, "0.0.1", "1, 2")
 

@@ -11,10 +11,8 @@ import pytest
 
 from miles_verifiers_conformance.clauses import CLAUSES
 from miles_verifiers_conformance.report import RecordedTest, build_report, clause_results
-from miles_verifiers_conformance.selftest.runner import run_pytest
+from miles_verifiers_conformance.selftest.runner import PLUGIN_CONFTEST, plugin_site, run_pytest
 from miles_verifiers_conformance.verdicts import Decision, Verdict
-
-CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 SYNTHETIC_TESTS = textwrap.dedent(
     """
@@ -76,7 +74,7 @@ def test_report_renders_every_clause_in_markdown_and_json() -> None:
 @pytest.mark.clause("SUITE-3")
 def test_a_run_writes_each_deployment_of_a_clause_with_its_outcome(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(
-        CONFTEST
+        PLUGIN_CONFTEST
         + textwrap.dedent(
             """
             import pytest
@@ -107,8 +105,7 @@ def test_a_run_writes_each_deployment_of_a_clause_with_its_outcome(tmp_path: Pat
 
 @pytest.mark.clause("SUITE-3")
 def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+    plugin_site(tmp_path, test_synthetic=SYNTHETIC_TESTS)
 
     run = run_pytest(
         ["test_synthetic.py"], cwd=tmp_path, report_base=tmp_path / "out" / "conformance"
@@ -130,7 +127,7 @@ def test_a_run_writes_the_report_with_every_clause_and_outcome(tmp_path: Path) -
     assert "no engine here" in markdown and "deliberate" in markdown
 
 
-DEPLOYMENT_CONFTEST = CONFTEST + textwrap.dedent(
+DEPLOYMENT_CONFTEST = PLUGIN_CONFTEST + textwrap.dedent(
     """
     import pytest
 
@@ -158,8 +155,7 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
 def test_a_run_split_over_xdist_workers_writes_the_report_of_a_run_without(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "conftest.py").write_text(DEPLOYMENT_CONFTEST)
-    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS + DEPLOYMENT_TEST)
+    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic=SYNTHETIC_TESTS + DEPLOYMENT_TEST)
 
     alone = run_pytest(
         ["test_synthetic.py", "-p", "no:xdist"], cwd=tmp_path, report_base=tmp_path / "a"
@@ -183,8 +179,7 @@ def test_a_run_split_over_xdist_workers_writes_the_report_of_a_run_without(
 
 @pytest.mark.clause("SUITE-3")
 def test_an_unknown_clause_option_stops_an_xdist_run_naming_it(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+    plugin_site(tmp_path, test_synthetic=SYNTHETIC_TESTS)
 
     run = run_pytest(
         ["test_synthetic.py", "-n", "2", "--clause", "OPT-99"],
@@ -198,7 +193,7 @@ def test_an_unknown_clause_option_stops_an_xdist_run_naming_it(tmp_path: Path) -
 
 @pytest.mark.clause("SUITE-3")
 def test_an_unknown_clause_id_stops_collection(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "conftest.py").write_text(PLUGIN_CONFTEST)
     (tmp_path / "test_typo.py").write_text(
         "import pytest\n\n@pytest.mark.clause('OPT-99')\ndef test_x():\n    pass\n"
     )
@@ -211,8 +206,7 @@ def test_an_unknown_clause_id_stops_collection(tmp_path: Path) -> None:
 
 @pytest.mark.clause("SUITE-3")
 def test_clause_option_runs_only_that_clause(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(CONFTEST)
-    (tmp_path / "test_synthetic.py").write_text(SYNTHETIC_TESTS)
+    plugin_site(tmp_path, test_synthetic=SYNTHETIC_TESTS)
 
     run = run_pytest(
         ["test_synthetic.py", "--clause", "OPT-3"], cwd=tmp_path, report_base=tmp_path / "r"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers_conformance.selftest.runner import run_pytest
+from miles_verifiers_conformance.selftest.runner import PLUGIN_CONFTEST, run_pytest
 
 # Two snapshot tests in one file, of two clauses; each one's text comes from the environment.
 SNAPSHOT_TESTS = """
@@ -24,11 +24,10 @@ def test_training(token_snapshot):
 def test_eval(token_snapshot):
     token_snapshot("eval v1")
 """
-CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 
 def snapshot_project(root: Path) -> Path:
-    (root / "conftest.py").write_text(CONFTEST, encoding="utf-8")
+    (root / "conftest.py").write_text(PLUGIN_CONFTEST, encoding="utf-8")
     (root / "test_pair.py").write_text(SNAPSHOT_TESTS, encoding="utf-8")
     return root / "__snapshots__" / "test_pair"
 

@@ -10,12 +10,10 @@ import pytest
 
 from miles_verifiers_conformance.clauses import CLAUSES, TIERS, Tier
 from miles_verifiers_conformance.report import build_report, clause_results
-from miles_verifiers_conformance.selftest.runner import PytestRun, run_pytest
+from miles_verifiers_conformance.selftest.runner import PLUGIN_CONFTEST, PytestRun, run_pytest
 from miles_verifiers_conformance.verdicts import ClauseBook, ClauseFailures, Stop, Verdict, decide
 from miles_verifiers_testkit.miles import GenerateCall
 from miles_verifiers_testkit.miles.evidence import refused_answers, unknown_keys
-
-CONFTEST = "from miles_verifiers_conformance.plugin import pytest_addoption, pytest_configure  # noqa: F401\n"
 
 SYNTHETIC = textwrap.dedent(
     """
@@ -81,7 +79,7 @@ SYNTHETIC = textwrap.dedent(
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> PytestRun:
     tmp = tmp_path_factory.mktemp("verdicts")
-    (tmp / "conftest.py").write_text(CONFTEST)
+    (tmp / "conftest.py").write_text(PLUGIN_CONFTEST)
     (tmp / "test_synthetic.py").write_text(SYNTHETIC)
     return run_pytest(
         ["test_synthetic.py", "-p", "no:randomly"], cwd=tmp, report_base=tmp / "out" / "r"
