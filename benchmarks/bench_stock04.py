@@ -20,7 +20,8 @@ import pytest
 
 from benchmarks.loadgen import flush_cache
 from benchmarks.recorder import Recorder
-from benchmarks.rollouts import MODEL_ID, RolloutDriver, rollout_driver
+from benchmarks.rollouts import MODEL_ID, RolloutDriver, point_driver
+from benchmarks.rounds import measured_rounds
 from benchmarks.scale import Scale
 from benchmarks.stock04 import (
     ADAPTER_VARIANTS,
@@ -102,12 +103,10 @@ def test_stock_harness_against_verifiers_own_loop(
             exclude = (engine_pid, *(loop.pid for loop in one + two))
             drivers = {
                 variant: stack.enter_context(
-                    rollout_driver(
-                        engine_url=url,
-                        taskset=TASKSET,
-                        groups=point.groups,
-                        samples_per_group=point.samples_per_group,
-                        concurrency=point.concurrency,
+                    point_driver(
+                        url,
+                        TASKSET,
+                        point,
                         max_response_tokens=scale.max_response_tokens,
                         exclude_pids=exclude,
                         settings=settings[variant],
@@ -141,7 +140,7 @@ def test_stock_harness_against_verifiers_own_loop(
                     flush_cache(url)
                     measured[name].append(sides[name]())
 
-    benchmark.pedantic(measure, rounds=1, iterations=1, warmup_rounds=0)
+    measured_rounds(benchmark, measure)
     recorder.settings[f"{GROUP}.point"] = (
         f"{point.groups} tasks x {point.samples_per_group} episodes per round, concurrency "
         f"{point.concurrency}, {rounds} rounds, order rotated each round"

@@ -29,13 +29,13 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.procstat import _stat_fields, descendants, self_cpu_seconds
-from benchmarks.ratios import round_ratios
+from benchmarks.procstat import _stat_fields, counted_descendants, self_cpu_seconds
+from benchmarks.ratios import ratios_of
 from benchmarks.results import BenchResult, Better
 from benchmarks.workers import GoalRow
 
@@ -97,11 +97,8 @@ class SplitCpu:
 
     def _snapshot(self) -> dict[int, tuple[float, float]]:
         """pid -> (own, reaped) CPU seconds of every counted descendant."""
-        excluded: set[int] = set(self.exclude)
-        for pid in self.exclude:
-            excluded |= descendants(pid)
         found: dict[int, tuple[float, float]] = {}
-        for pid in descendants(os.getpid()) - excluded:
+        for pid in counted_descendants(self.exclude):
             cpu = _own_and_reaped(pid)
             if cpu is not None:
                 found[pid] = cpu
@@ -322,67 +319,42 @@ def worker_python_ok(python: str) -> str | None:
 # -- recording ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Figure:
-    name: str
-    unit: str
-    better: Better
-    label: str
+def _per_side_figures(
+    rounds: Sequence[StockRound], side: str
+) -> list[tuple[str, list[float], str, str, Better]]:
+    """``(name, samples, label, unit, better)`` of one side's rounds."""
 
-
-def _per_side_figures(rounds: Sequence[StockRound]) -> dict[str, tuple[_Figure, list[float]]]:
     def share(part: float, whole: float) -> float:
         return part / whole if whole > 0 else 0.0
 
-    return {
-        "episodes_per_s": (
-            _Figure("episodes_per_s", "episodes/s", "higher", "episodes/s"),
-            [r.episodes_per_s for r in rounds],
-        ),
-        "cpu_ms_per_episode": (
-            _Figure(
-                "cpu_ms_per_episode",
-                "ms",
-                "lower",
-                "CPU per episode, all processes (trainer, workers or loop, harness subprocesses)",
-            ),
-            [r.per_episode_ms(r.total_cpu_s) for r in rounds],
-        ),
-        "trainer_cpu_ms_per_episode": (
-            _Figure("trainer_cpu_ms_per_episode", "ms", "lower", "trainer-process CPU per episode"),
-            [r.per_episode_ms(r.trainer_cpu_s) for r in rounds],
-        ),
-        "process_cpu_ms_per_episode": (
-            _Figure(
-                "process_cpu_ms_per_episode",
-                "ms",
-                "lower",
-                "CPU per episode of the processes running episodes (workers, or the loop)",
-            ),
-            [r.per_episode_ms(r.process_cpu_s) for r in rounds],
-        ),
-        "subprocess_cpu_ms_per_episode": (
-            _Figure(
-                "subprocess_cpu_ms_per_episode",
-                "ms",
-                "lower",
-                "CPU per episode of the harness subprocesses (uv, Verifiers' chat program)",
-            ),
-            [r.per_episode_ms(r.subprocess_cpu_s) for r in rounds],
-        ),
-        "trainer_share": (
-            _Figure("trainer_share", "share", "lower", "trainer-process share of the CPU"),
-            [share(r.trainer_cpu_s, r.total_cpu_s) for r in rounds],
-        ),
-        "subprocess_share": (
-            _Figure("subprocess_share", "share", "none", "harness subprocesses' share of the CPU"),
-            [share(r.subprocess_cpu_s, r.total_cpu_s) for r in rounds],
-        ),
-        "ok_share": (
-            _Figure("ok_share", "share", "higher", "episodes Verifiers judged ok"),
-            [r.ok / max(1, r.episodes) for r in rounds],
-        ),
-    }
+    def per_episode(cpu: Callable[[StockRound], float]) -> list[float]:
+        return [r.per_episode_ms(cpu(r)) for r in rounds]
+
+    return [
+        ("episodes_per_s", [_per_s(r) for r in rounds], f"episodes/s, {side}", "episodes/s", "higher"),
+        ("cpu_ms_per_episode", [_cpu_ms(r) for r in rounds],
+         f"CPU per episode, all processes (trainer, workers or loop, harness subprocesses), {side}", "ms", "lower"),
+        ("trainer_cpu_ms_per_episode", per_episode(lambda r: r.trainer_cpu_s),
+         f"trainer-process CPU per episode, {side}", "ms", "lower"),
+        ("process_cpu_ms_per_episode", per_episode(lambda r: r.process_cpu_s),
+         f"CPU per episode of the processes running episodes (workers, or the loop), {side}", "ms", "lower"),
+        ("subprocess_cpu_ms_per_episode", per_episode(lambda r: r.subprocess_cpu_s),
+         f"CPU per episode of the harness subprocesses (uv, Verifiers' chat program), {side}", "ms", "lower"),
+        ("trainer_share", [share(r.trainer_cpu_s, r.total_cpu_s) for r in rounds],
+         f"trainer-process share of the CPU, {side}", "share", "lower"),
+        ("subprocess_share", [share(r.subprocess_cpu_s, r.total_cpu_s) for r in rounds],
+         f"harness subprocesses' share of the CPU, {side}", "share", "none"),
+        ("ok_share", [r.ok / max(1, r.episodes) for r in rounds],
+         f"episodes Verifiers judged ok, {side}", "share", "higher"),
+    ]  # fmt: skip
+
+
+def _per_s(r: StockRound) -> float:
+    return r.episodes_per_s
+
+
+def _cpu_ms(r: StockRound) -> float:
+    return r.per_episode_ms(r.total_cpu_s)
 
 
 def _side(variant: str) -> str:
@@ -404,47 +376,20 @@ def record_stock04(
     """Each side's figures, and each adapter variant over Verifiers' loop (per-round ratios
     of throughput and of CPU per episode; round i of each side was measured in one pass)."""
     for variant, measured in rounds.items():
-        if not measured:
-            continue
-        for name, (figure, values) in _per_side_figures(measured).items():
-            recorder.record(
-                f"{GROUP}.{variant}.{name}",
-                values,
-                group=GROUP,
-                label=f"{figure.label}, {_side(variant)}",
-                unit=figure.unit,
-                better=figure.better,
-                variant=variant,
-                **params,
-            )
+        if measured:
+            figures = _per_side_figures(measured, _side(variant))
+            recorder.group(GROUP, variant=variant, **params).each(f"{GROUP}.{variant}", figures)
     for variant, loop in COMPARISONS:
         measured, baseline = rounds.get(variant, ()), rounds.get(loop, ())
         if not measured or len(baseline) != len(measured):
             continue
-        recorder.record(
-            f"{GROUP}.{variant}.throughput_{_over(loop)}",
-            round_ratios(
-                [r.episodes_per_s for r in measured], [r.episodes_per_s for r in baseline]
-            ),
-            group=GROUP,
-            label=f"episodes/s, {_side(variant)} / {_side(loop)} (goal >= {GOAL_OVER_LOOP})",
-            unit="ratio",
-            variant=variant,
-            **params,
-        )
-        recorder.record(
-            f"{GROUP}.{variant}.cpu_{_over(loop)}",
-            round_ratios(
-                [r.per_episode_ms(r.total_cpu_s) for r in measured],
-                [r.per_episode_ms(r.total_cpu_s) for r in baseline],
-            ),
-            group=GROUP,
-            label=f"CPU per episode, {_side(variant)} / {_side(loop)}",
-            unit="ratio",
-            better="lower",
-            variant=variant,
-            **params,
-        )
+        over = f"{_side(variant)} / {_side(loop)}"
+        recorder.group(GROUP, variant=variant, **params).each(f"{GROUP}.{variant}", [
+            (f"throughput_{_over(loop)}", ratios_of(_per_s, measured, baseline),
+             f"episodes/s, {over} (goal >= {GOAL_OVER_LOOP})", "ratio", "higher"),
+            (f"cpu_{_over(loop)}", ratios_of(_cpu_ms, measured, baseline),
+             f"CPU per episode, {over}", "ratio", "lower"),
+        ])  # fmt: skip
 
 
 def stock04_goals(result: BenchResult) -> list[GoalRow]:
