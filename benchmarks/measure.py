@@ -118,7 +118,7 @@ class CeilingRound:
     direct: LoadResult
 
 
-def over_ceiling(rounds: list[CeilingRound]) -> list[float]:
+def _over_ceiling(rounds: list[CeilingRound]) -> list[float]:
     """Adapter / ceiling tokens/s of each round."""
     return [r.adapter.sampled_tokens_per_s / r.direct.output_tokens_per_s for r in rounds]
 
@@ -159,7 +159,7 @@ def record_ceiling(
     )
     record(
         f"{key}.adapter_over_ceiling",
-        over_ceiling(rounds),
+        _over_ceiling(rounds),
         "adapter / ceiling (goal >= 0.95)",
         "ratio",
     )
@@ -185,5 +185,5 @@ def record_summary(
 ) -> None:
     """The headline figure of a ceiling measurement: adapter / ceiling tokens/s per round."""
     recorder.group("summary", **params)(
-        f"summary.{key}.adapter_over_ceiling", over_ceiling(rounds), label, "ratio"
+        f"summary.{key}.adapter_over_ceiling", _over_ceiling(rounds), label, "ratio"
     )
