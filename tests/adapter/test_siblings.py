@@ -11,7 +11,6 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers import AdapterSettings
-from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.protocol.records import TraceRecord, trace_record
 from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.contract.filters import call_dynamic_filter
@@ -23,6 +22,7 @@ from miles_verifiers.trainer.conversion import (
     trace_to_samples,
     training_output,
 )
+from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.hooks import MilesHooks, RewardModel
 from miles_verifiers.trainer.rollout import SettingsError
 from miles_verifiers.trainer.scheduling import TaskOrder

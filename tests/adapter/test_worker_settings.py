@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from miles_verifiers import AdapterSettings, SetupError
-from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.backends import ray as ray_backend
 from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.rollout import SettingsError
 from miles_verifiers.trainer.scheduling import Outcome
 from miles_verifiers.trainer.training import judge_group
