@@ -5,9 +5,10 @@ seconds each), so the CI budget is a handful of examples per property, generated
 deterministically so CI never flakes; ``long`` (``--conformance-profile long`` or
 ``CONFORMANCE_PROFILE=long``, the ``conformance-long`` tox env) explores ten times more,
 randomly, and shrinks failures to a minimal example. ``smoke`` runs each property's pinned
-examples and one generated example: every clause still gets a verdict, for the test command's
-runs of the same suite in other deployments (split trainer, Verifiers 0.4 workers), where
-``ci``'s budget has already explored the properties in-process.
+examples and one generated example, and the deployment matrix only its production-reference
+row: every clause still gets a verdict, for the test command's runs of the same suite in other
+deployments (split trainer, Verifiers 0.4 workers), where ``ci``'s budget has already explored
+the properties and the deployments in-process.
 
 Both are hypothesis profiles (``conformance-ci``, ``conformance-long``), registered here. A
 property's budget is its profile with its own example count; the profile is not loaded as
@@ -46,6 +47,12 @@ settings.register_profile(
     derandomize=False,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
 )
+
+
+# Under smoke the deployment matrix runs only the production reference (an SGLang 0.5.16 fork
+# behind the Rust router): each deployment clause is still decided, once, where the
+# other-deployment runs add what they are for (another trainer side, another generation).
+SMOKE_DEPLOYMENT = "sglang-router@0.5.16-fork"
 
 
 def profile() -> str:

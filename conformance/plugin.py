@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from miles_verifiers_conformance import snapshots
-from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES
+from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES, SMOKE_DEPLOYMENT, profile
 from miles_verifiers_conformance.clauses import CLAUSES, Tier
 from miles_verifiers_conformance.drift import DriftEntry, drift_lines
 from miles_verifiers_conformance.report import (
@@ -136,6 +136,13 @@ def report_base(config: pytest.Config) -> Path | None:
     return path if path.is_absolute() else config.invocation_params.dir / path
 
 
+def _deployment(item: pytest.Item) -> str | None:
+    """The deployment ("<topology>@<sglang version>") a test runs under, when it has one."""
+    callspec = getattr(item, "callspec", None)
+    deployment = callspec.params.get("deployment_world") if callspec else None
+    return deployment if isinstance(deployment, str) else None
+
+
 class ConformanceReporter:
     """Collects what each test decided about its clauses and writes the report at the end.
 
@@ -181,12 +188,16 @@ class ConformanceReporter:
                 "conformance/clauses.py or fix the marker."
             )
         wanted = set(self.config.getoption("--clause"))
-        if wanted:
-            keep = [i for i in items if wanted & set(marked_clauses(i))]
-            dropped = [i for i in items if i not in keep]
-            if dropped:
-                self.config.hook.pytest_deselected(items=dropped)
-                items[:] = keep
+        keep = [
+            item
+            for item in items
+            if (not wanted or wanted & set(marked_clauses(item)))
+            and (profile() != "smoke" or _deployment(item) in (None, SMOKE_DEPLOYMENT))
+        ]
+        if len(keep) < len(items):
+            kept = set(keep)
+            self.config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+            items[:] = keep
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # session.items is the final selection, after -k/-m deselection.
@@ -194,9 +205,8 @@ class ConformanceReporter:
             ids = marked_clauses(item)
             if ids:
                 self.clauses_by_test[item.nodeid] = ids
-                callspec = getattr(item, "callspec", None)
-                deployment = callspec.params.get("deployment_world") if callspec else None
-                if isinstance(deployment, str):
+                deployment = _deployment(item)
+                if deployment is not None:
                     self.deployment_of[item.nodeid] = deployment
         workeroutput = getattr(self.config, "workeroutput", None)  # set on xdist workers only
         if workeroutput is not None:

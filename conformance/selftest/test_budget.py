@@ -3,10 +3,14 @@ generated example under ``smoke``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES, budget
+from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES, SMOKE_DEPLOYMENT, budget
+from miles_verifiers_conformance.selftest.runner import plugin_site, run_pytest
+from miles_verifiers_conformance.selftest.test_report import DEPLOYMENT_CONFTEST, DEPLOYMENT_TEST
 
 
 @pytest.mark.clause("SUITE-4")
@@ -54,3 +58,21 @@ def test_each_budget_profile_is_a_registered_hypothesis_profile(
 
     assert settings.derandomize is registered.derandomize
     assert settings.phases == registered.phases
+
+
+@pytest.mark.clause("SUITE-4")
+def test_the_smoke_profile_runs_the_deployment_matrix_on_the_production_reference_only(
+    tmp_path: Path,
+) -> None:
+    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic="import pytest" + DEPLOYMENT_TEST)
+
+    run = run_pytest(
+        ["test_synthetic.py", "--conformance-profile", "smoke"],
+        cwd=tmp_path,
+        report_base=tmp_path / "out" / "conformance",
+    )
+
+    (trp1,) = [c for c in run.report["clauses"] if c["id"] == "TRP-1"] if run.report else [None]
+    assert trp1 is not None, run.output[-3000:]
+    assert [t["deployment"] for t in trp1["tests"]] == [SMOKE_DEPLOYMENT]
+    assert "1 deselected" in run.output
