@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,11 @@ class ReplacementBudgetError(DispatchBudgetError):
         super().__init__(message)
 
 
+class UniformFailureError(ReplacementBudgetError):
+    """Every episode of a training call's first groups failed the same way; replacements would
+    fail it again, so the call stops with that error instead of spending its budget."""
+
+
 _REASON_HINTS: dict[str, str] = {
     DROP_EPISODE_ERROR: "episodes failed as a whole (Verifiers 0.2: a failing @group_reward or "
     "task code escaped episode.run; 0.4: Verifiers judged the episode not ok, because a seat "
@@ -157,6 +163,34 @@ def _budget_error(
     if example:
         lines.append(f"Example: {example}")
     return ReplacementBudgetError(" ".join(lines), drop_reasons=drops, example_errors=examples)
+
+
+# The fewest groups whose episodes must all fail alike before a call stops early: enough that
+# a few tasks failing the same way (one broken tool, say) still get replaced by later tasks.
+MIN_UNIFORM_FAILURES = 8
+# Drops that say the episodes themselves failed. A filter, a lost worker, a deadline or the
+# engine's answers say nothing of the episodes' own code, so they never stop a call early.
+_EPISODE_FAILURES = frozenset({DROP_EPISODE_ERROR, DROP_TRACE_ERROR})
+
+
+def failure_signature(judged: Judged) -> tuple[str, str] | None:
+    """How every episode of a dropped group failed (its drop reason and its error without its
+    numbers, which name tasks and requests), or None when some episode did not fail."""
+    if judged.reason not in _EPISODE_FAILURES or judged.example_error is None:
+        return None
+    if not all(trace.rollout_failed for trace in judged.traces):
+        return None
+    return judged.reason, re.sub(r"\d+", "#", judged.example_error)
+
+
+def _uniform_failure_error(reason: str, example: str, groups: int) -> UniformFailureError:
+    return UniformFailureError(
+        f"every episode of the training call's first {groups} group(s) failed the same way "
+        f"({reason!r}), so the call stops instead of replacing them: {example}. This drop "
+        f"reason means {_REASON_HINTS[reason]}; fix the cause and run again.",
+        drop_reasons=Counter({reason: groups}),
+        example_errors={reason: example},
+    )
 
 
 # -- judging one group ------------------------------------------------------------------------------
@@ -336,6 +370,9 @@ class _Dispatcher:
     running: dict[asyncio.Task[Judged], int] = field(default_factory=dict)
     drops: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    # How many of the first groups dispatched decide whether every episode fails alike (the
+    # first dispatch, and at least MIN_UNIFORM_FAILURES); 0 once they have been judged.
+    first_wave: int | None = None
 
     async def _group(self, offset: int) -> Judged:
         run = await self.runner.run(offset, self.setup.order.task_index(offset))
@@ -349,6 +386,8 @@ class _Dispatcher:
 
     def dispatch(self, count: int) -> None:
         offsets, self.cursor = self.cursor.take(count)
+        if self.first_wave is None:
+            self.first_wave = max(len(offsets), MIN_UNIFORM_FAILURES)
         for offset in offsets:
             self.dispatched.append(offset)
             task = self.scope.spawn(self._group(offset), name=f"verifiers-group-{offset}")
@@ -402,6 +441,21 @@ class _Dispatcher:
                         verdict.reason,
                         verdict.example_error,
                     )
+            self._stop_if_every_episode_failed_alike()
+
+    def _stop_if_every_episode_failed_alike(self) -> None:
+        if not self.first_wave:
+            return
+        wave = self.dispatched[: self.first_wave]
+        if len(wave) < self.first_wave or any(offset not in self.judged for offset in wave):
+            return
+        self.first_wave = 0  # checked once per call
+        signatures = {failure_signature(self.judged[offset]) for offset in wave}
+        if len(signatures) == 1 and None not in signatures:
+            reason = self.judged[wave[0]].reason
+            example = self.judged[wave[0]].example_error
+            assert reason is not None and example is not None  # a signature has both
+            raise _uniform_failure_error(reason, example, len(wave))
 
 
 async def train_rollout(

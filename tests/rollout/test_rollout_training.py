@@ -14,7 +14,12 @@ from miles_verifiers import AdapterSettings
 from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers.trainer.conversion import MultipleBranchesError
 from miles_verifiers.trainer.scheduling import DispatchBudgetError, read_state
-from miles_verifiers.trainer.training import ReplacementBudgetError, UnsupportedRequestRunError
+from miles_verifiers.trainer.training import (
+    MIN_UNIFORM_FAILURES,
+    ReplacementBudgetError,
+    UniformFailureError,
+    UnsupportedRequestRunError,
+)
 from miles_verifiers_testkit.engine import (
     EngineConfig,
     FaultPlan,
@@ -155,18 +160,41 @@ def every_group_fails(rollouts: Rollouts) -> Any:
     return rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=3))
 
 
-def test_the_replacement_error_counts_each_drop_reason_and_names_the_cause(
+def test_a_call_whose_every_episode_fails_alike_stops_once_enough_groups_failed(
     rollouts: Rollouts,
 ) -> None:
-    fn = every_group_fails(rollouts)
+    config = rollouts.config(
+        "mv_faulty",
+        taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error"]},
+    )
+    args = miles_args(rollout_batch_size=4, n_samples_per_prompt=2)
+    fn = rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=3))
 
     # That it ends with the replacement error is the conformance suite's (FLT-2).
-    with pytest.raises(DispatchBudgetError) as caught:
+    with pytest.raises(UniformFailureError) as caught:
         rollouts.train(fn)
 
-    assert caught.value.drop_reasons == {"trace_error": 3}
+    # The budget allows twelve groups; the rest would have failed alike.
+    assert caught.value.drop_reasons == {"trace_error": MIN_UNIFORM_FAILURES}
     message = str(caught.value)
-    assert "'trace_error'" in message and "HarnessError" in message
+    assert "failed the same way ('trace_error')" in message
+    assert message.count("HarnessError") == 1
+
+
+def test_episodes_failing_in_different_ways_run_the_call_to_its_replacement_budget(
+    rollouts: Rollouts,
+) -> None:
+    config = rollouts.config(
+        "mv_faulty",
+        taskset={"num_tasks": 3, "fault_rate": 1.0, "faults": ["harness_error", "reward_error"]},
+    )
+    args = miles_args(rollout_batch_size=4, n_samples_per_prompt=2)
+    fn = rollouts.build(args, config, AdapterSettings(dispatch_budget_factor=3))
+
+    error = budget_error(rollouts, fn)
+
+    assert not isinstance(error, UniformFailureError)
+    assert "dispatched 12 task groups" in str(error)
 
 
 def test_the_first_drop_of_each_reason_in_a_call_is_logged_once_with_its_error(
