@@ -68,14 +68,6 @@ def find_kit() -> EmbeddedKit | None:
     return kit
 
 
-def require_kit(purpose: str) -> EmbeddedKit:
-    """The installed kit, or an error saying that ``purpose`` needs it and what to do."""
-    kit = find_kit()
-    if kit is None:
-        raise KitMissingError(f"{purpose} needs the embedded test kit. Fix: {INSTALL_HINT}.")
-    return kit
-
-
 def add_kit_only(subparsers: argparse._SubParsersAction, name: str, *, help: str) -> None:
     """``name`` as a subcommand that only says the kit provides it: whatever follows it on
     the command line, running it fails with the install hint (exit 2)."""

@@ -15,8 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from miles_verifiers.errors import recorded_error_class
-
 
 class _Record(BaseModel):
     # Records cross the worker protocol: a newer minor's extra fields are ignored.
@@ -93,8 +91,6 @@ class TraceRecord(_Record):
     is_truncated: bool
     last_reply: str
     error: ErrorRecord | None = None
-    # The adapter's error class code when the error is one of ours (see errors.trace_code).
-    error_code: str | None = None
     prefix_cache: PrefixCacheRecord | None = None
     # Added for Verifiers >= 0.3 workers (protocol 2 minor additions; older trainers ignore
     # them, older workers leave the defaults). The agent seat that played the trace and
@@ -199,7 +195,6 @@ def task_record(task: Any) -> TaskRecord:
 def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
     """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
     error = trace.error
-    found = recorded_error_class(error) if error is not None else None
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
     node_ids = _node_ids(trace)
     return TraceRecord(
@@ -220,7 +215,6 @@ def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -
             if error is not None
             else None
         ),
-        error_code=found.trace_code if found is not None else None,
         prefix_cache=(
             PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
             if usage is not None

@@ -66,7 +66,6 @@ def a_trace_record() -> TraceRecord:
         is_truncated=False,
         last_reply="2",
         error=ErrorRecord(type="EngineAbortedError", message="aborted [miles-verifiers:x]"),
-        error_code="x",
         prefix_cache=PrefixCacheRecord(cached_tokens=1, prompt_tokens=2),
     )
 

@@ -118,10 +118,6 @@ class EnvironmentPool:
     def give_back(self, environment: Any) -> None:
         self._idle.append(environment)
 
-    @property
-    def idle(self) -> int:
-        return len(self._idle)
-
 
 # -- one rollout call --------------------------------------------------------------------------------
 

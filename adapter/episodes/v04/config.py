@@ -54,11 +54,6 @@ def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
         raise refusal04(error, shaped.data, path, shaped.prefix) from error
 
 
-def resolve_config04(data: dict[str, Any], path: Path) -> Any:
-    """The environment's config, validated by Verifiers 0.4 (see :func:`read_config04`)."""
-    return read_config04(data, path)[0]
-
-
 def check_local_runtimes(config: Any, path: Path, prefix: tuple[str, ...] = ()) -> None:
     """Refuse a seat whose runtime is remote: training episodes run on this machine.
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from miles_verifiers.errors import recorded_error_class
 from miles_verifiers.protocol.records import (
     BranchRecord,
     ErrorRecord,
@@ -71,7 +70,6 @@ def trace_record04(
     cache usage."""
     error = error_record(trace)
     ok = bool(trace.ok)
-    found = recorded_error_class(error) if error is not None else None
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
     node_ids = _node_ids(trace)
     rewards = {name: r.score for name, r in trace.rewards.items() if r is not None}
@@ -90,7 +88,6 @@ def trace_record04(
         is_truncated=bool(trace.is_truncated),
         last_reply=trace.last_reply,
         error=error,
-        error_code=found.trace_code if found is not None else None,
         prefix_cache=(
             PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
             if usage is not None
