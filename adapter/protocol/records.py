@@ -176,7 +176,7 @@ def _branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
     )
 
 
-def _node_ids(trace: Any) -> dict[int, int]:
+def trace_node_ids(trace: Any) -> dict[int, int]:
     # A branch holds the very node objects of the trace's graph: their position there is the id.
     return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
 
@@ -192,32 +192,39 @@ def task_record(task: Any) -> TaskRecord:
     )
 
 
+def trace_fields(trace: Any, usage: Any | None) -> dict[str, Any]:
+    """The record's fields both Verifiers generations hold alike on a trace; ``usage`` is the
+    engine's prefix-cache report for it, if any."""
+    return {
+        "id": trace.id,
+        "task": task_record(trace.task),
+        "reward": float(trace.reward),
+        "num_turns": int(trace.num_turns),
+        "num_output_tokens": int(trace.num_output_tokens),
+        "num_total_tokens": int(trace.num_total_tokens),
+        "stop_condition": trace.stop_condition,
+        "is_truncated": bool(trace.is_truncated),
+        "last_reply": trace.last_reply,
+        "prefix_cache": (
+            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
+            if usage is not None
+            else None
+        ),
+    }
+
+
 def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
     """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
     error = trace.error
-    usage = prefix_cache(trace.id) if prefix_cache is not None else None
-    node_ids = _node_ids(trace)
+    node_ids = trace_node_ids(trace)
     return TraceRecord(
-        id=trace.id,
-        task=task_record(trace.task),
+        **trace_fields(trace, prefix_cache(trace.id) if prefix_cache is not None else None),
         branches=[_branch_record(b, node_ids) for b in trace.branches],
         rewards={k: float(v) for k, v in trace.rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items()},
-        reward=float(trace.reward),
-        num_turns=int(trace.num_turns),
-        num_output_tokens=int(trace.num_output_tokens),
-        num_total_tokens=int(trace.num_total_tokens),
-        stop_condition=trace.stop_condition,
-        is_truncated=bool(trace.is_truncated),
-        last_reply=trace.last_reply,
         error=(
             ErrorRecord(type=error.type, message=error.message, traceback=error.traceback)
             if error is not None
-            else None
-        ),
-        prefix_cache=(
-            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
-            if usage is not None
             else None
         ),
         # Verifiers 0.2's own verdict: it has no ok stamp and no retries.

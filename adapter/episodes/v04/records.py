@@ -18,17 +18,13 @@ from miles_verifiers.protocol.records import (
     BranchRecord,
     ErrorRecord,
     NodeRecord,
-    PrefixCacheRecord,
     TraceRecord,
-    task_record,
+    trace_fields,
+    trace_node_ids,
 )
 
 # The error type recorded for a trace Verifiers judged not ok without saying why.
 NOT_OK_ERROR = "TraceNotOk"
-
-
-def _node_ids(trace: Any) -> dict[int, int]:
-    return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
 
 
 def branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
@@ -70,29 +66,15 @@ def trace_record04(
     cache usage."""
     error = error_record(trace)
     ok = bool(trace.ok)
-    usage = prefix_cache(trace.id) if prefix_cache is not None else None
-    node_ids = _node_ids(trace)
+    node_ids = trace_node_ids(trace)
     rewards = {name: r.score for name, r in trace.rewards.items() if r is not None}
     agent = getattr(trace, "agent", None)
     return TraceRecord(
-        id=trace.id,
-        task=task_record(trace.task),
+        **trace_fields(trace, prefix_cache(trace.id) if prefix_cache is not None else None),
         branches=[branch_record(b, node_ids) for b in trace.branches],
         rewards={name: float(score) for name, score in rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items() if v is not None},
-        reward=float(trace.reward),
-        num_turns=int(trace.num_turns),
-        num_output_tokens=int(trace.num_output_tokens),
-        num_total_tokens=int(trace.num_total_tokens),
-        stop_condition=trace.stop_condition,
-        is_truncated=bool(trace.is_truncated),
-        last_reply=trace.last_reply,
         error=error,
-        prefix_cache=(
-            PrefixCacheRecord(cached_tokens=usage.cached_tokens, prompt_tokens=usage.prompt_tokens)
-            if usage is not None
-            else None
-        ),
         agent_name=getattr(agent, "name", None),
         agent_trainable=bool(getattr(agent, "trainable", True)),
         unscored=sorted(name for name, r in trace.rewards.items() if r is None),
