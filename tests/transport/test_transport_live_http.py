@@ -101,6 +101,20 @@ async def post(transport: SGLangTransport, token_ids: list[int]) -> dict[str, An
     return json.loads(response.content)
 
 
+async def post_then_close(transport: SGLangTransport, token_ids: list[int]) -> dict[str, Any]:
+    """One turn on a fresh transport, which is closed after it however the turn ends."""
+    try:
+        return await post(transport, token_ids)
+    finally:
+        await transport.close()
+
+
+def unused_local_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_concurrent_turns_over_real_sockets(live: LiveServer) -> None:
     transport = SGLangTransport(settings(live.url, max_connections=4))
 
@@ -135,21 +149,13 @@ def test_a_slow_engine_hits_the_read_timeout_once(live: LiveServer) -> None:
 
     transport = SGLangTransport(settings(live.url, timeouts={"read_s": 0.2}), sleep=no_wait)
 
-    async def slow() -> None:
-        try:
-            await post(transport, [SLOW_PROMPT_TOKEN])
-        finally:
-            await transport.close()
-
     with pytest.raises(openai.APITimeoutError):
-        asyncio.run(slow())
+        asyncio.run(post_then_close(transport, [SLOW_PROMPT_TOKEN]))
     assert sleeps == []
 
 
 def test_a_refused_connection_is_retried_then_a_connection_error() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = unused_local_port()
     sleeps: list[float] = []
 
     async def no_wait(seconds: float) -> None:
@@ -159,22 +165,10 @@ def test_a_refused_connection_is_retried_then_a_connection_error() -> None:
         settings(f"http://127.0.0.1:{closed_port}", timeouts={"connect_s": 2.0}), sleep=no_wait
     )
 
-    async def refused() -> None:
-        try:
-            await post(transport, [1, 2])
-        finally:
-            await transport.close()
-
     with pytest.raises(openai.APIConnectionError) as caught:
-        asyncio.run(refused())
+        asyncio.run(post_then_close(transport, [1, 2]))
     assert not isinstance(caught.value, openai.APITimeoutError)
     assert sleeps == [0.5, 1.0, 2.0]
-
-
-def unused_local_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -193,13 +187,7 @@ def test_a_loopback_engine_is_reached_directly_despite_a_proxy_setting(
 ) -> None:
     transport = SGLangTransport(settings(live.url))
 
-    async def one() -> dict[str, Any]:
-        try:
-            return await post(transport, [1, 2])
-        finally:
-            await transport.close()
-
-    assert asyncio.run(one())["choices"][0]["token_ids"] == [3, 2]
+    assert asyncio.run(post_then_close(transport, [1, 2]))["choices"][0]["token_ids"] == [3, 2]
 
 
 def test_a_connection_error_through_a_proxy_names_the_proxy(dead_proxy: str) -> None:
@@ -209,12 +197,6 @@ def test_a_connection_error_through_a_proxy_names_the_proxy(dead_proxy: str) -> 
     # Not loopback, so the request goes to the (closed, local) proxy; the host is never looked up.
     transport = SGLangTransport(settings("http://engine.invalid:30000"), sleep=no_wait)
 
-    async def refused() -> None:
-        try:
-            await post(transport, [1, 2])
-        finally:
-            await transport.close()
-
     with pytest.raises(openai.APIConnectionError) as caught:
-        asyncio.run(refused())
+        asyncio.run(post_then_close(transport, [1, 2]))
     assert f"through the proxy {dead_proxy}" in str(caught.value)
