@@ -117,6 +117,30 @@ async def ask(client: TrainClient, **sampling: Any) -> Response:
         await client.close()
 
 
+def probing_transport(topology: RunningTopology, **settings: Any) -> SGLangTransport:
+    """A bare transport to the topology that reads the workers' limits from them."""
+    return SGLangTransport(
+        TransportSettings(
+            engine_url=topology.url,
+            max_response_len=64,
+            probe_engine_limits=True,
+            router=ROUTER_OF[topology.name],
+            **settings,
+        )
+    )
+
+
+async def generate_then_close(transport: SGLangTransport, url: str, token_ids: list[int]) -> Any:
+    """One /generate through the transport, which is closed after it however it ends."""
+    try:
+        return await transport.post(
+            f"{url}/inference/v1/generate",
+            body={"token_ids": token_ids, "sampling_params": {}},
+        )
+    finally:
+        await transport.close()
+
+
 def test_a_turn_is_served(topology: RunningTopology, renderer_pool: Any) -> None:
     client, _ = client_for(topology, renderer_pool)
     response = asyncio.run(ask(client, top_k=20, min_tokens=1, seed=3))
@@ -154,27 +178,9 @@ def check_abort_sweep(
 def test_a_prompt_three_tokens_short_of_the_context_ends_as_context_length(
     topology: RunningTopology,
 ) -> None:
-    transport = SGLangTransport(
-        TransportSettings(
-            engine_url=topology.url,
-            max_response_len=64,
-            context_len=CONTEXT_LEN,
-            probe_engine_limits=True,
-            router=ROUTER_OF[topology.name],
-        )
-    )
-
-    async def send() -> Any:
-        try:
-            return await transport.post(
-                f"{topology.url}/inference/v1/generate",
-                body={"token_ids": [9707] * (CONTEXT_LEN - 3), "sampling_params": {}},
-            )
-        finally:
-            await transport.close()
-
+    transport = probing_transport(topology, context_len=CONTEXT_LEN)
     with pytest.raises(OverlongPromptError):
-        asyncio.run(send())
+        asyncio.run(generate_then_close(transport, topology.url, [9707] * (CONTEXT_LEN - 3)))
 
 
 def test_logit_bias_reaches_the_engine_only_without_the_rust_router(
@@ -239,25 +245,8 @@ def test_max_new_tokens_is_clamped_to_what_the_workers_will_generate(
     prompt_len = CONTEXT_LEN - 20
     for running in topology.engines:
         running.engine.seen.clear()  # type: ignore[attr-defined]
-    transport = SGLangTransport(
-        TransportSettings(
-            engine_url=topology.url,
-            max_response_len=64,
-            probe_engine_limits=True,
-            router=ROUTER_OF[topology.name],
-        )
-    )
-
-    async def send() -> Any:
-        try:
-            return await transport.post(
-                f"{topology.url}/inference/v1/generate",
-                body={"token_ids": [9707] * prompt_len, "sampling_params": {}},
-            )
-        finally:
-            await transport.close()
-
-    asyncio.run(send())
+    transport = probing_transport(topology)
+    asyncio.run(generate_then_close(transport, topology.url, [9707] * prompt_len))
     (params,) = [p for r in topology.engines for p in r.engine.seen]  # type: ignore[attr-defined]
     # SGLang generates at most max_req_len - prompt - 1 = (context - 1) - prompt - 1 tokens.
     assert params["max_new_tokens"] == CONTEXT_LEN - 1 - prompt_len - 1
