@@ -10,6 +10,7 @@ follows completion rather than the tasks cannot match by luck.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,51 +92,61 @@ def recorded_generation() -> None:
         pytest.skip(f"not a Verifiers 0.4 clause: {RECORDED_WITH_0_2}")
 
 
-@pytest.mark.clause("SNP-3")
-def test_fixed_seed_training_rollouts_match_the_snapshot(
+@dataclass
+class FixedRun:
+    """A snapshot test's world: the rollout function started with ``fixed_args`` on mv-arith,
+    the tokenizer that decodes its samples, and the snapshot its document is compared with."""
+
+    world: MilesWorld
+    workdir: Path
+    decode: Callable[[list[int]], str]
+    compare: Callable[[str], None]
+
+    def start(self, faults: FaultPlan | None = None) -> Any:
+        self.world.engine.reset(faults=faults)
+        return self.world.start(
+            fixed_args(), write_config(self.workdir, "mv_arith", taskset=TASKSET)
+        )
+
+
+@pytest.fixture
+def fixed_run(
     recorded_generation: None,
     world: MilesWorld,
     workdir: Path,
     qwen_tokenizer: Any,
     token_snapshot: Callable[[str], None],
-) -> None:
+) -> FixedRun:
+    return FixedRun(world, workdir, qwen_tokenizer.decode, token_snapshot)
+
+
+@pytest.mark.clause("SNP-3")
+def test_fixed_seed_training_rollouts_match_the_snapshot(fixed_run: FixedRun) -> None:
     # The engine finishes each burst of calls last arrival first: the pinned order must not
     # depend on which episode happens to finish first.
-    world.engine.reset(faults=FaultPlan(completion_order="reversed"))
-    args = fixed_args()
-    fn = world.start(args, write_config(workdir, "mv_arith", taskset=TASKSET))
+    fn = fixed_run.start(FaultPlan(completion_order="reversed"))
 
     sections = []
     for rollout_id in range(2):
-        output = world.train(fn, rollout_id)
+        output = fixed_run.world.train(fn, rollout_id)
         for g, group in enumerate(output.samples):
             for s, sample in enumerate(flatten(group)):
                 sections.append(
                     sample_lines(
-                        f"rollout {rollout_id}, group {g}, sample {s}",
-                        sample,
-                        qwen_tokenizer.decode,
+                        f"rollout {rollout_id}, group {g}, sample {s}", sample, fixed_run.decode
                     )
                 )
 
-    token_snapshot(
+    fixed_run.compare(
         document({"taskset": "mv-arith", "args": "batch 2, n 2, seed 42, deterministic"}, sections)
     )
 
 
 @pytest.mark.clause("SNP-4")
-def test_fixed_seed_eval_matches_the_snapshot(
-    recorded_generation: None,
-    world: MilesWorld,
-    workdir: Path,
-    qwen_tokenizer: Any,
-    token_snapshot: Callable[[str], None],
-) -> None:
-    world.engine.reset()
-    args = fixed_args()
-    fn = world.start(args, write_config(workdir, "mv_arith", taskset=TASKSET))
+def test_fixed_seed_eval_matches_the_snapshot(fixed_run: FixedRun) -> None:
+    fn = fixed_run.start()
 
-    output = world.evaluate(fn, 0)
+    output = fixed_run.world.evaluate(fn, 0)
 
     sections = []
     for name, entry in output.data.items():
@@ -147,8 +158,8 @@ def test_fixed_seed_eval_matches_the_snapshot(
             ]
         )
         for i, sample in enumerate(entry["samples"]):
-            sections.append(sample_lines(f"{name} sample {i}", sample, qwen_tokenizer.decode))
-    token_snapshot(
+            sections.append(sample_lines(f"{name} sample {i}", sample, fixed_run.decode))
+    fixed_run.compare(
         document({"taskset": "mv-arith", "args": "eval, n 2, seed 42, deterministic"}, sections)
     )
 
