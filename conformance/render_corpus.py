@@ -279,6 +279,31 @@ def _next_turn_steps(
     return [bridge] if same else [bridge, full]
 
 
+Reply = Callable[[Any, Step, list[int]], dict[str, Any]]
+
+
+def _two_turns(
+    factory: RendererFactory,
+    extra_kwargs: Mapping[str, Any] | None,
+    history: list[dict[str, Any]],
+    completion: Completion,
+    new_messages: list[dict[str, Any]],
+    tools: Sequence[Any] | None = None,
+    *,
+    reply: Reply | None = None,
+) -> CaseResult:
+    """Turn 1 (``history`` rendered, then ``completion``), then the next prompt: ``history``
+    with turn 1's reply, then ``new_messages``. The reply is ``reply(renderer, prompt, ids)``
+    where given, else the completion's own message."""
+    renderer, kwargs = factory.create(extra_kwargs)
+    prompt = _render_step("turn 1 prompt", renderer, history, tools)
+    ids = factory.completion_ids(renderer, prompt, completion, tools)
+    sent = reply(renderer, prompt, ids) if reply else completion.as_message()
+    steps = [prompt, _completion_step(ids, completion)]
+    steps += _next_turn_steps(renderer, prompt, ids, history + [sent], new_messages, tools)
+    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+
+
 # -- the cases ---------------------------------------------------------------------------
 
 
@@ -300,25 +325,18 @@ def case_system_with_tools(factory: RendererFactory) -> CaseResult:
 
 
 def case_tool_cycle_bridge(factory: RendererFactory) -> CaseResult:
-    renderer, kwargs = factory.create()
     history = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": WEATHER_QUESTION}]
-    prompt = _render_step("turn 1 prompt", renderer, history, TOOLS)
     completion = Completion(
         reasoning="The user wants the weather; call the tool.",
         tool_call=("get_weather", WEATHER_ARGS),
     )
-    ids = factory.completion_ids(renderer, prompt, completion, TOOLS)
     tool_result = {
         "role": "tool",
         "tool_call_id": CALL_ID,
         "name": "get_weather",
         "content": WEATHER_RESULT,
     }
-    steps = [prompt, _completion_step(ids, completion)]
-    steps += _next_turn_steps(
-        renderer, prompt, ids, history + [completion.as_message()], [tool_result], TOOLS
-    )
-    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+    return _two_turns(factory, None, history, completion, [tool_result], TOOLS)
 
 
 def _thinking_case(factory: RendererFactory, on: bool) -> CaseResult:
@@ -364,24 +382,13 @@ def _cut_then_continue(
     factory: RendererFactory,
     extra_kwargs: Mapping[str, Any] | None,
     completion: Completion,
-    as_message: Callable[[Any, Step, list[int]], dict[str, Any]],
+    as_message: Reply,
 ) -> CaseResult:
     """The counting request, a reply cut by the length limit, then "Continue.": the history
     holds the cut reply as ``as_message(renderer, prompt, ids)`` makes it."""
-    renderer, kwargs = factory.create(extra_kwargs)
     history = [{"role": "user", "content": COUNT_REQUEST}]
-    prompt = _render_step("turn 1 prompt", renderer, history, None)
-    ids = factory.completion_ids(renderer, prompt, completion, None)
-    steps = [prompt, _completion_step(ids, completion)]
-    steps += _next_turn_steps(
-        renderer,
-        prompt,
-        ids,
-        history + [as_message(renderer, prompt, ids)],
-        [{"role": "user", "content": "Continue."}],
-        None,
-    )
-    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+    continue_ = [{"role": "user", "content": "Continue."}]
+    return _two_turns(factory, extra_kwargs, history, completion, continue_, reply=as_message)
 
 
 def case_truncated_then_bridge(factory: RendererFactory) -> CaseResult:
@@ -406,21 +413,10 @@ def case_truncated_then_bridge(factory: RendererFactory) -> CaseResult:
 def case_follow_up_rerender(factory: RendererFactory) -> CaseResult:
     # Default kwargs: with thinking on, a new user turn drops history reasoning, so the
     # renderer cannot extend the previous tokens and the conversation is re-rendered.
-    renderer, kwargs = factory.create()
     history = [{"role": "user", "content": SUM_QUESTION}]
-    prompt = _render_step("turn 1 prompt", renderer, history, None)
     completion = Completion(content="42", reasoning="17 + 25 = 42.")
-    ids = factory.completion_ids(renderer, prompt, completion, None)
-    steps = [prompt, _completion_step(ids, completion)]
-    steps += _next_turn_steps(
-        renderer,
-        prompt,
-        ids,
-        history + [completion.as_message()],
-        [{"role": "user", "content": "Now double it."}],
-        None,
-    )
-    return CaseResult(kwargs, type(renderer).__name__, tuple(steps))
+    double = [{"role": "user", "content": "Now double it."}]
+    return _two_turns(factory, None, history, completion, double)
 
 
 def case_cut_in_reasoning_then_bridge(factory: RendererFactory) -> CaseResult:
