@@ -27,9 +27,8 @@ import pytest
 from miles_verifiers import AdapterSettings, VerifiersRolloutFn
 from miles_verifiers_testkit.engine import LatencyModel
 from tests.rollout.rollout_support import (
-    MilesLoop,
     RecordingEngine,
-    RolloutFnFactory,
+    Rollouts,
     call,
     miles_args,
     train_input,
@@ -128,23 +127,20 @@ def holding_requests(fn: VerifiersRolloutFn, engine: RecordingEngine) -> list[in
 
 
 def kill_one_worker_mid_call(
-    fn: VerifiersRolloutFn,
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    taskset: str,
-    how: signal.Signals,
+    fn: VerifiersRolloutFn, rollouts: Rollouts, taskset: str, how: signal.Signals
 ) -> tuple[int, list[ProcessInfo], dict[str, Any]]:
     """Start a slow training call; once a worker is mid-group send ``how`` to the first such:
     on a taskset that starts processes, a worker with some running; elsewhere, a worker with
     requests in flight (not merely a worker given a group: one still loading its taskset, if
     stopped, is found out only at the setup timeout, past this test's deadline). Returns its
     pid, what it had started and what the call returned or raised."""
+    engine = rollouts.engine
     engine.set_latency(LatencyModel(decode_s_per_token=0.05))
     result: dict[str, Any] = {}
 
     def train() -> None:
         try:
-            result["output"] = call(fn, train_input(0), miles_loop, CALL_DEADLINE_S)
+            result["output"] = call(fn, train_input(0), rollouts.loop, CALL_DEADLINE_S)
         except Exception as error:
             result["error"] = error
 
@@ -181,15 +177,9 @@ def kill_one_worker_mid_call(
     ],
 )
 def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
-    taskset: str,
-    how: signal.Signals,
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-    closing: list[VerifiersRolloutFn],
+    taskset: str, how: signal.Signals, rollouts: Rollouts, closing: list[VerifiersRolloutFn]
 ) -> None:
-    config = write_config(tmp_path, taskset, taskset={"num_tasks": 8})
+    config = rollouts.config(taskset, taskset={"num_tasks": 8})
     # No spare groups: whatever the lost worker held must be replaced for the batch to fill.
     samples = samples_per_prompt(taskset)
     args = miles_args(
@@ -198,10 +188,10 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
     # A hung (stopped) worker is found out at the episode deadline plus its wind-down.
     deadline = {"episode_timeout_s": 20} if how == signal.SIGSTOP else {}
     quick = AdapterSettings(episode_workers=2, cleanup_grace_s=1, abort_timeout_s=1, **deadline)
-    fn = build_rollout_fn(args, config, quick)
+    fn = rollouts.build(args, config, quick)
     closing.append(fn)
 
-    victim, started, result = kill_one_worker_mid_call(fn, engine, miles_loop, taskset, how)
+    victim, started, result = kill_one_worker_mid_call(fn, rollouts, taskset, how)
 
     assert "output" in result, f"the call raised: {result.get('error')!r}"
     output = result["output"]
@@ -217,36 +207,28 @@ def test_a_lost_worker_ends_what_it_started_and_its_groups_are_replaced(
 
 
 def test_more_lost_workers_than_the_restart_bound_fail_the_call_naming_the_setting(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
-    tmp_path: Path,
-    closing: list[VerifiersRolloutFn],
+    rollouts: Rollouts, closing: list[VerifiersRolloutFn]
 ) -> None:
     from miles_verifiers.trainer.backends.pool import WorkerRestartLimitError
 
-    config = write_config(tmp_path, "mv_arith", taskset={"num_tasks": 8})
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 8})
     args = miles_args(rollout_batch_size=2, over_sampling_batch_size=2)
-    fn = build_rollout_fn(
-        args, config, AdapterSettings(episode_workers=2, episode_worker_restarts=0)
-    )
+    fn = rollouts.build(args, config, AdapterSettings(episode_workers=2, episode_worker_restarts=0))
     closing.append(fn)
 
-    _, _, result = kill_one_worker_mid_call(fn, engine, miles_loop, "mv_arith", signal.SIGKILL)
+    _, _, result = kill_one_worker_mid_call(fn, rollouts, "mv_arith", signal.SIGKILL)
     fn.close()
 
     error = result.get("error")
     assert isinstance(error, WorkerRestartLimitError), result
     assert "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS" in str(error)
     # The killed worker's requests end as the engine sees its connections close.
-    assert wait_until(lambda: engine.in_flight == 0, timeout_s=10)
+    assert wait_until(lambda: rollouts.engine.in_flight == 0, timeout_s=10)
     assert wait_until(lambda: not leftovers(), GONE_WITHIN_S), leftovers()
 
 
 def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
-    engine: RecordingEngine,
-    miles_loop: MilesLoop,
-    build_rollout_fn: RolloutFnFactory,
+    rollouts: Rollouts,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     closing: list[VerifiersRolloutFn],
@@ -257,17 +239,16 @@ def test_what_a_killed_worker_started_in_a_session_of_its_own_is_ended(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    config = write_config(tmp_path, "mv_arith", taskset={"id": "mv-spawner", "num_tasks": 4})
-    fn = build_rollout_fn(miles_args(), config, AdapterSettings(episode_workers=2))
+    config = rollouts.config("mv_arith", taskset={"id": "mv-spawner", "num_tasks": 4})
+    fn = rollouts.build(miles_args(), config, AdapterSettings(episode_workers=2))
     closing.append(fn)
-    call(fn, train_input(0), miles_loop, CALL_DEADLINE_S)
+    call(fn, train_input(0), rollouts.loop, CALL_DEADLINE_S)
     victim = sorted(episode_workers())[0]
     sleepers = [p for p in descendants(victim) if SLEEPER in p.cmdline]
 
     os.kill(victim, signal.SIGKILL)  # no chance to end what it started
-    call(
-        fn, train_input(1), miles_loop, CALL_DEADLINE_S
-    )  # finds it lost and starts another in its place
+    # Finds it lost and starts another in its place.
+    call(fn, train_input(1), rollouts.loop, CALL_DEADLINE_S)
 
     assert sleepers
     assert wait_until(lambda: not still_running(sleepers), GONE_WITHIN_S), still_running(sleepers)
