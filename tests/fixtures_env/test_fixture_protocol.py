@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from miles_verifiers_testkit.harness.protocol import (
+from miles_verifiers_testkit.protocol import (
     QUESTION_PATTERN,
     Question,
     find_questions,
