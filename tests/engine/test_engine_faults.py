@@ -21,12 +21,17 @@ BODY = {
 }
 
 
-def test_a_server_error_fault_is_a_bare_500(serve: ServeFactory) -> None:
+def _response_under(serve: ServeFactory, kind: FaultKind) -> httpx.Response:
+    """The engine's response to BODY when every request gets ``kind``."""
     with (
-        serve(faults=FaultPlan.always(FaultKind.SERVER_ERROR)) as running,
+        serve(faults=FaultPlan.always(kind)) as running,
         httpx.Client(base_url=running.base_url) as http,
     ):
-        response = http.post("/generate", json=BODY)
+        return http.post("/generate", json=BODY)
+
+
+def test_a_server_error_fault_is_a_bare_500(serve: ServeFactory) -> None:
+    response = _response_under(serve, FaultKind.SERVER_ERROR)
     assert response.status_code == 500
     assert response.text == "Internal Server Error"
 
@@ -133,11 +138,7 @@ def test_a_dropped_connection_fault_closes_the_connection_mid_response(serve: Se
 
 
 def test_a_malformed_body_fault_sends_json_that_does_not_parse(serve: ServeFactory) -> None:
-    with (
-        serve(faults=FaultPlan.always(FaultKind.MALFORMED_BODY)) as running,
-        httpx.Client(base_url=running.base_url) as http,
-    ):
-        response = http.post("/generate", json=BODY)
+    response = _response_under(serve, FaultKind.MALFORMED_BODY)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     with pytest.raises(json.JSONDecodeError):
