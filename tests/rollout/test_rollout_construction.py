@@ -314,6 +314,12 @@ def test_an_adapter_duration_that_is_not_finite_is_refused_naming_its_variable(
 # -- the --save directory ------------------------------------------------------------------------
 
 
+@pytest.fixture
+def save(tmp_path: Path) -> Path:
+    """A ``--save`` directory of the test's own (not yet made)."""
+    return tmp_path / "ckpt"
+
+
 def test_a_save_directory_that_cannot_be_written_is_refused_at_construction_naming_save(
     construct: Constructions, tmp_path: Path
 ) -> None:
@@ -326,9 +332,8 @@ def test_a_save_directory_that_cannot_be_written_is_refused_at_construction_nami
 
 
 def test_a_save_directory_another_run_holds_is_refused_at_construction_naming_it(
-    construct: Constructions, tmp_path: Path
+    construct: Constructions, save: Path
 ) -> None:
-    save = tmp_path / "ckpt"
     with other_process(save) as (holder, said):
         assert said == "claimed"
         error = construct.error(miles_args(save=str(save)))
@@ -344,9 +349,8 @@ def another_process_claiming(save: Path) -> str:
 
 
 def test_a_rollout_function_holds_its_save_directory_until_closed(
-    construct: Constructions, tmp_path: Path
+    construct: Constructions, save: Path
 ) -> None:
-    save = tmp_path / "ckpt"
     fn = construct(miles_args(save=str(save)))
     assert another_process_claiming(save) == "refused StateDirLockedError"
     fn.close()
@@ -354,9 +358,8 @@ def test_a_rollout_function_holds_its_save_directory_until_closed(
 
 
 def test_a_garbage_collected_rollout_function_releases_its_save_directory(
-    construct: Constructions, tmp_path: Path
+    construct: Constructions, save: Path
 ) -> None:
-    save = tmp_path / "ckpt"
     fn = construct(miles_args(save=str(save)))
     del fn
     gc.collect()
@@ -364,10 +367,9 @@ def test_a_garbage_collected_rollout_function_releases_its_save_directory(
 
 
 def test_two_rollout_functions_of_one_process_may_share_a_save_directory(
-    construct: Constructions, tmp_path: Path
+    construct: Constructions, save: Path
 ) -> None:
     # Miles may build a train and an eval instance from the same arguments in one process.
-    save = tmp_path / "ckpt"
     first = construct(miles_args(save=str(save)))
     second = construct(miles_args(save=str(save)))
     first.close()
