@@ -32,38 +32,40 @@ def seat(name: str, **changes: Any) -> SeatDescription:
     )
 
 
+def described(
+    env_id: str, task_type: str, env_type: str, seats: list[SeatDescription], /, **changes: Any
+) -> Description:
+    """A one-task environment as the describe step sees it, with changes (any field, its seats
+    included)."""
+    fields: dict[str, Any] = {
+        "env_id": env_id,
+        "tasks": [TaskRecord(type=task_type, idx=0)],
+        "has_group_reward": False,
+        "renderer_identity": None,
+        "env_type": env_type,
+        "seats": seats,
+    }
+    return Description(**{**fields, **changes})
+
+
 def dialogue(
     assistant: dict[str, Any] | None = None,
     quiz_master: dict[str, Any] | None = None,
     **changes: Any,
 ) -> Description:
     """mv_dialogue.toml as the describe step sees it, with changes."""
-    fields: dict[str, Any] = {
-        "env_id": "mv-dialogue04",
-        "tasks": [TaskRecord(type="DialogueTask", idx=0)],
-        "has_group_reward": False,
-        "renderer_identity": None,
-        "env_type": "mv_dialogue04.QuizEnv",
-        "seats": [
-            seat("assistant", **(assistant or {})),
-            seat("quiz_master", **{"trainable": False, **(quiz_master or {})}),
-        ],
-    }
-    return Description(**{**fields, **changes})
+    seats = [
+        seat("assistant", **(assistant or {})),
+        seat("quiz_master", **{"trainable": False, **(quiz_master or {})}),
+    ]
+    return described("mv-dialogue04", "DialogueTask", "mv_dialogue04.QuizEnv", seats, **changes)
 
 
 def arith(**changes: Any) -> Description:
     """mv_arith.toml as the describe step sees it (the single-agent environment), with changes."""
-    agent = {"runs_per_episode": 1, **changes.pop("agent", {})}
-    fields: dict[str, Any] = {
-        "env_id": "mv-arith04",
-        "tasks": [TaskRecord(type="Task", idx=0)],
-        "has_group_reward": False,
-        "renderer_identity": None,
-        "env_type": "verifiers.v1.envs.single_agent.env.SingleAgentEnv",
-        "seats": [seat("agent", **agent)],
-    }
-    return Description(**{**fields, **changes})
+    agent = seat("agent", **{"runs_per_episode": 1, **changes.pop("agent", {})})
+    single_agent = "verifiers.v1.envs.single_agent.env.SingleAgentEnv"
+    return described("mv-arith04", "Task", single_agent, [agent], **changes)
 
 
 @pytest.fixture
