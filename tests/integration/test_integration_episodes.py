@@ -126,6 +126,12 @@ def make_client(
     return client, transport
 
 
+@pytest.fixture
+def client(engine: RecordingEngine, engine_url: str, renderer_pool: Any) -> ObservedTrainClient:
+    """A client of the module's engine (its knobs and counters clean) with default settings."""
+    return make_client(renderer_pool, engine_url)[0]
+
+
 def sampling(**extra: Any) -> vf.SamplingConfig:
     return vf.SamplingConfig.model_validate(
         {"temperature": 1.0, "top_p": 1.0, "max_tokens": MAX_RESPONSE_LEN, **extra}
@@ -188,9 +194,8 @@ def engine_completion(exchange: GenerateCall) -> tuple[list[int], list[float]]:
 
 
 def test_arith_right_answer_is_rewarded_on_one_aligned_branch(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
+    engine: RecordingEngine, client: ObservedTrainClient
 ) -> None:
-    client, _ = make_client(renderer_pool, engine_url)
     (trace,) = run_episode(load_config("mv_arith", num_tasks=2), client)
 
     assert not trace.has_error, trace.errors
@@ -207,10 +212,9 @@ def test_arith_right_answer_is_rewarded_on_one_aligned_branch(
 
 
 def test_arith_wrong_answer_records_a_zero_reward(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
+    engine: RecordingEngine, client: ObservedTrainClient
 ) -> None:
     engine.set_policy(PolicyConfig(accuracy=0.0))
-    client, _ = make_client(renderer_pool, engine_url)
     (trace,) = run_episode(load_config("mv_arith", num_tasks=2), client)
 
     assert not trace.has_error, trace.errors
@@ -222,10 +226,9 @@ def test_arith_wrong_answer_records_a_zero_reward(
 
 
 def test_group_rewards_land_on_every_trace_and_differ_across_seeds(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
+    engine: RecordingEngine, client: ObservedTrainClient
 ) -> None:
     engine.set_policy(PolicyConfig(accuracy=0.5))
-    client, _ = make_client(renderer_pool, engine_url)
     seeds = [0, 1, 2, 3, 4, 5]
     traces = run_episode(
         load_config("mv_group", num_tasks=2), client, n=len(seeds), sampling_seeds=seeds
@@ -326,10 +329,7 @@ def test_dialogue_bridge_hint_reaches_the_transport_but_not_the_engine(
 # --- mv-tools ---------------------------------------------------------------------------------
 
 
-def test_tools_calculator_call_is_made_and_the_answer_rewarded(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
-) -> None:
-    client, _ = make_client(renderer_pool, engine_url)
+def test_tools_calculator_call_is_made_and_the_answer_rewarded(client: ObservedTrainClient) -> None:
     (trace,) = run_episode(load_config("mv_tools", num_tasks=2), client)
 
     assert not trace.has_error, trace.errors
@@ -344,10 +344,7 @@ def test_tools_calculator_call_is_made_and_the_answer_rewarded(
 # --- mv-compact -------------------------------------------------------------------------------
 
 
-def test_compaction_leaves_several_branches_on_the_trace(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
-) -> None:
-    client, _ = make_client(renderer_pool, engine_url)
+def test_compaction_leaves_several_branches_on_the_trace(client: ObservedTrainClient) -> None:
     (trace,) = run_episode(load_config("mv_compact", num_tasks=2), client)
 
     assert not trace.has_error, trace.errors
@@ -377,10 +374,9 @@ def test_long_prompt_over_the_context_length_stops_cleanly_as_context_length(
 
 
 def test_faulty_taskset_records_its_injected_reward_fault_as_a_task_error(
-    engine: RecordingEngine, engine_url: str, renderer_pool: Any
+    engine: RecordingEngine, client: ObservedTrainClient
 ) -> None:
     config = load_config("mv_faulty", num_tasks=8, fault_rate=1.0, faults=["reward_error"])
-    client, _ = make_client(renderer_pool, engine_url)
     traces = run_episode(config, client, n=2)
 
     assert len(traces) == 2
