@@ -14,23 +14,27 @@ def _scored_trace(text: str) -> vf.Trace:
     return conversation(DATA, ([user(DATA.prompt)], reply(text)))
 
 
-async def test_correct_answer_scores_one():
-    trace = _scored_trace("Six sevens. <answer>42</answer>")
+async def _scored(text: str) -> vf.Trace:
+    """The trace of a reply ``text`` to DATA, scored by its task."""
+    trace = _scored_trace(text)
     await ArithTask(DATA).score(trace)
+    return trace
+
+
+async def test_correct_answer_scores_one():
+    trace = await _scored("Six sevens. <answer>42</answer>")
     assert trace.rewards == {"correct": 1.0}
     assert trace.metrics == {"answered": 1.0}
 
 
 async def test_wrong_answer_scores_zero_but_counts_as_answered():
-    trace = _scored_trace("<answer>41</answer>")
-    await ArithTask(DATA).score(trace)
+    trace = await _scored("<answer>41</answer>")
     assert trace.rewards == {"correct": 0.0}
     assert trace.metrics == {"answered": 1.0}
 
 
 async def test_reply_without_answer_tag_is_neither_correct_nor_answered():
-    trace = _scored_trace("It is 42.")
-    await ArithTask(DATA).score(trace)
+    trace = await _scored("It is 42.")
     assert trace.rewards == {"correct": 0.0}
     assert trace.metrics == {"answered": 0.0}
 
