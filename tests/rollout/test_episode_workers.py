@@ -6,6 +6,7 @@ workers: ``test_episode_worker_kills.py``."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -66,17 +67,25 @@ def close_after() -> Any:
         fn.close()
 
 
+def alone_then_on_two_workers(
+    rollouts: Rollouts, close_after: Any, observe: Callable[[Any], Any]
+) -> tuple[Any, Any]:
+    """What ``observe`` sees of mv-arith (5 tasks, deterministic arguments) run in this
+    process, then of the same run on two workers."""
+    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
+    alone = observe(rollouts.build(deterministic_args(), config))
+    fn = rollouts.build(deterministic_args(), config, workers(2))
+    close_after(fn)
+    return alone, observe(fn)
+
+
 def test_two_workers_train_the_same_samples_as_one_process(
     rollouts: Rollouts,
     close_after: Any,
 ) -> None:
-    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
-    alone = rollouts.build(deterministic_args(), config)
-    expected = train_fingerprints(alone, rollouts.loop)
-
-    fn = rollouts.build(deterministic_args(), config, workers(2))
-    close_after(fn)
-    got = train_fingerprints(fn, rollouts.loop)
+    expected, got = alone_then_on_two_workers(
+        rollouts, close_after, lambda fn: train_fingerprints(fn, rollouts.loop)
+    )
 
     assert got == expected
 
@@ -126,13 +135,9 @@ def test_two_workers_evaluate_every_task_in_task_order(
     rollouts: Rollouts,
     close_after: Any,
 ) -> None:
-    config = rollouts.config("mv_arith", taskset={"num_tasks": 5})
-    alone = rollouts.build(deterministic_args(), config)
-    expected = rollouts.evaluate(alone).data["mv-arith"]
-
-    fn = rollouts.build(deterministic_args(), config, workers(2))
-    close_after(fn)
-    entry = rollouts.evaluate(fn).data["mv-arith"]
+    expected, entry = alone_then_on_two_workers(
+        rollouts, close_after, lambda fn: rollouts.evaluate(fn).data["mv-arith"]
+    )
 
     assert [s.metadata["verifiers"]["task_index"] for s in entry["samples"]] == [
         i for i in range(5) for _ in range(2)
