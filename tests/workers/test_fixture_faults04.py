@@ -34,9 +34,10 @@ def run_slots(config: str, taskset: dict[str, Any], task_index: int, n: int) -> 
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def faulty(kind: str, n: int = 2) -> list[Any]:
-    """The ``n`` slots of mv-faulty04's task 0, which carries ``kind``."""
-    return run_slots("mv_faulty.toml", {"num_tasks": 1, "fault_rate": 1.0, "faults": [kind]}, 0, n)
+def faulty(kind: str, n: int = 2, **taskset: Any) -> list[Any]:
+    """The ``n`` slots of mv-faulty04's task 0, which carries ``kind`` (``taskset``: more keys)."""
+    keys = {"num_tasks": 1, "fault_rate": 1.0, "faults": [kind], **taskset}
+    return run_slots("mv_faulty.toml", keys, 0, n)
 
 
 def test_a_flaky_trace_recovers_under_agent_retries_in_every_slot_keeping_its_first_error():
@@ -78,7 +79,9 @@ def test_a_slot_episode_error_fails_the_episode_of_the_first_slot_only_its_trace
 
 
 def test_an_agent_timeout_is_a_stop_the_trace_stays_ok_and_is_scored():
-    [slot] = faulty("timeout", n=1)
+    # The conversation must end within the timeout for the reward to be 1.0: the config's 1 s
+    # is too short on a loaded machine (the test command runs two envs at a time).
+    [slot] = faulty("timeout", n=1, timeout_s=10.0, slow_step_s=12.0)
     [trace] = slot["traces"]
     assert slot["ok"] and trace["ok"] and trace["is_timeout"], slot
     assert trace["stop"] == "agent_timeout" and trace["errors"] == []
