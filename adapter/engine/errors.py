@@ -22,7 +22,6 @@ __all__ = [
     "InvalidSamplingParams",
     "MalformedOutput",
     "MultimodalNotSupported",
-    "PromptDoesNotFit",
     "PromptTooLongError",
     "RequestRejected",
     "engine_error_message",
@@ -87,11 +86,12 @@ class EngineAborted(EngineError):
         self.partial_tokens = partial_tokens
 
 
-class PromptDoesNotFit(EngineError, ValueError):
-    """The prompt is over a limit or leaves no room to generate (pure-layer signal).
+class PromptTooLongError(EngineError, ValueError):
+    """The prompt is over a limit or leaves no room to generate.
 
-    The episode side raises it as the error the Verifiers where the episodes run takes for an
-    overlong prompt (:func:`miles_verifiers.episodes.transport.errors.overlong_prompt`).
+    The episode side raises it again as the error the Verifiers where the episodes run takes
+    for an overlong prompt (:func:`miles_verifiers.episodes.transport.errors.overlong_prompt`),
+    which is this one where neither Verifiers nor Renderers is installed.
     """
 
 
@@ -146,7 +146,3 @@ def engine_error_message(response: httpx.Response) -> str:
         if isinstance(body.get("detail"), str):
             return body["detail"]
     return text.strip()
-
-
-class PromptTooLongError(EngineError, ValueError):
-    """A prompt that does not fit, where no Verifiers is installed to end the trace with."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from miles_verifiers.engine.errors import InvalidSamplingParams, PromptDoesNotFit
+from miles_verifiers.engine.errors import InvalidSamplingParams, PromptTooLongError
 from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.routers import RouterKind, keys_dropped_by_router
 from miles_verifiers.engine.sampling_types import check_sampling_types
@@ -125,20 +125,20 @@ def new_token_budget(
     """``max_new_tokens`` for one request: the request's own ask, capped by the response limit
     and by what the context window leaves after the prompt.
 
-    Raises :class:`PromptDoesNotFit` when the prompt leaves no room for even one token, or is at
+    Raises :class:`PromptTooLongError` when the prompt leaves no room for even one token, or is at
     or over the prompt limit the engine reported (SGLang would refuse it with a 400).
     """
     budget = max_response_len if requested is None else min(requested, max_response_len)
     if engine_limits is not None:
         limit = engine_limits.max_req_input_len
         if limit is not None and prompt_len >= limit:
-            raise PromptDoesNotFit(
+            raise PromptTooLongError(
                 f"the prompt has {prompt_len} tokens; the SGLang engine accepts prompts of fewer "
                 f"than {limit} tokens (its max_req_input_len, from its context length and KV pool)"
             )
         room = engine_limits.new_token_room(prompt_len)
         if room is not None and room <= 0:
-            raise PromptDoesNotFit(
+            raise PromptTooLongError(
                 f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
                 f"SGLang engine's context length of {engine_limits.context_length} tokens"
             )
@@ -147,7 +147,7 @@ def new_token_budget(
     if context_len is not None:
         room = context_len - prompt_len
         if room <= 0:
-            raise PromptDoesNotFit(
+            raise PromptTooLongError(
                 f"the prompt has {prompt_len} tokens and leaves no room to generate within the "
                 f"context window of {context_len} tokens (context_len)"
             )

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from miles_verifiers.engine.errors import PromptDoesNotFit
+from miles_verifiers.engine.errors import PromptTooLongError
 from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.sampling import (
     RENAMED_KEYS,
@@ -220,7 +220,7 @@ def test_negative_min_tokens_is_rejected(make_settings: MakeSettings) -> None:
 
 @pytest.mark.parametrize("prompt_len", [100, 101, 5000])
 def test_a_prompt_filling_the_context_is_overlong(prompt_len: int) -> None:
-    with pytest.raises(PromptDoesNotFit, match="no room to generate"):
+    with pytest.raises(PromptTooLongError, match="no room to generate"):
         new_token_budget(None, prompt_len=prompt_len, max_response_len=8, context_len=100)
 
 
@@ -243,7 +243,7 @@ def test_new_tokens_are_capped_at_what_the_engine_will_generate() -> None:
 
 def test_a_prompt_at_the_engines_input_limit_is_overlong() -> None:
     limits = EngineLimits(max_req_input_len=506, context_length=512)
-    with pytest.raises(PromptDoesNotFit, match="max_req_input_len"):
+    with pytest.raises(PromptTooLongError, match="max_req_input_len"):
         new_token_budget(
             None, prompt_len=506, max_response_len=64, context_len=512, engine_limits=limits
         )
@@ -304,7 +304,7 @@ def test_token_limits_always_hold(
     )
     raw = {"max_tokens": requested, "min_tokens": minimum}
     if context_len is not None and prompt_len >= context_len:
-        with pytest.raises(PromptDoesNotFit):
+        with pytest.raises(PromptTooLongError):
             translate_sampling(raw, settings=settings, prompt_len=prompt_len)
         return
     params = translate_sampling(raw, settings=settings, prompt_len=prompt_len).params

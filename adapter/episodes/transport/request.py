@@ -14,7 +14,7 @@ from typing import Any
 from miles_verifiers.engine.errors import (
     InvalidPrompt,
     MultimodalNotSupported,
-    PromptDoesNotFit,
+    PromptTooLongError,
     RequestRejected,
 )
 from miles_verifiers.engine.limits import EngineLimits
@@ -138,7 +138,7 @@ def build_generate_call(
             prompt_len=len(prompt),
             engine_limits=engine_limits,
         )
-    except PromptDoesNotFit as exc:
+    except PromptTooLongError as exc:
         # The engine layer only says the prompt does not fit; the harness must see it as the
         # Verifiers where it runs reports an overlong prompt.
         raise overlong_prompt(str(exc)) from None
