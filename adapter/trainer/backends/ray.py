@@ -18,10 +18,15 @@ import asyncio
 import importlib.util
 import logging
 import os
+import sys
 import threading
 from typing import Any
 
 from miles_verifiers.errors import SetupError
+from miles_verifiers.protocol import procs
+from miles_verifiers.protocol.handler import load_handler_class
+from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S, STOP_BOUND_S
+from miles_verifiers.protocol.worker_path import path_with_bin_first
 from miles_verifiers.trainer.backends.link import WorkerLostError
 
 logger = logging.getLogger(__name__)
@@ -64,12 +69,6 @@ class _EpisodeWorkerActor:
     """The actor body: one handler, request bytes in, reply bytes out."""
 
     def __init__(self, python: str | None = None) -> None:
-        import sys
-
-        from miles_verifiers.protocol import procs
-        from miles_verifiers.protocol.handler import load_handler_class
-        from miles_verifiers.protocol.worker_path import path_with_bin_first
-
         # Its episodes run the programs of the interpreter it was started with (the workers'
         # virtualenv, as the path was given; else the one Ray started it with).
         os.environ["PATH"] = path_with_bin_first(python or sys.executable, os.environ.get("PATH"))
@@ -81,9 +80,6 @@ class _EpisodeWorkerActor:
 
     async def shutdown(self) -> None:
         """End every call (closing its environment), then what this actor started."""
-        from miles_verifiers.protocol import procs
-        from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S
-
         try:
             async with asyncio.timeout(EXIT_GRACE_S):
                 await self._handler.close()
@@ -140,7 +136,7 @@ class RayWorker:
 
             if ray.is_initialized():
                 try:
-                    ray.get(self._actor.shutdown.remote(), timeout=_shutdown_bound_s())
+                    ray.get(self._actor.shutdown.remote(), timeout=STOP_BOUND_S)
                 finally:
                     ray.kill(self._actor, no_restart=True)
         except Exception as error:  # stopping must not raise at close or exit
@@ -149,12 +145,6 @@ class RayWorker:
     async def stop(self) -> None:
         """:meth:`kill` without blocking the event loop."""
         await asyncio.to_thread(self.kill)
-
-
-def _shutdown_bound_s() -> float:
-    from miles_verifiers.protocol.procs import STOP_BOUND_S
-
-    return STOP_BOUND_S
 
 
 async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:
