@@ -58,7 +58,6 @@ class EngineClient:
     ) -> None:
         self._settings = settings
         self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
-        self._rid_numbers = itertools.count()
         self._in_flight: set[str] = set()
         self._http_transport = http_transport
         # httpx's pool scans every connection it holds on each request event, so one pool of
@@ -165,9 +164,6 @@ class EngineClient:
         return await abort_on_workers(self._http(), worker_urls, rids, timeout_s=timeout_s)
 
     # --- internals -------------------------------------------------------------------------
-
-    def _new_rid(self) -> str:
-        return f"{self._rid_prefix}-{next(self._rid_numbers)}"
 
     def _http(self) -> httpx.AsyncClient:
         """The next pooled client of the running event loop (httpx clients cannot change loops)."""

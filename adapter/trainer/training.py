@@ -451,11 +451,11 @@ class _Dispatcher:
             return
         self.first_wave = 0  # checked once per call
         signatures = {failure_signature(self.judged[offset]) for offset in wave}
-        if len(signatures) == 1 and None not in signatures:
-            reason = self.judged[wave[0]].reason
-            example = self.judged[wave[0]].example_error
-            assert reason is not None and example is not None  # a signature has both
-            raise _uniform_failure_error(reason, example, len(wave))
+        (signature,) = signatures if len(signatures) == 1 else {None}
+        if signature is not None:
+            # A signature is only made from a group with an example error.
+            example = self.judged[wave[0]].example_error or ""
+            raise _uniform_failure_error(signature[0], example, len(wave))
 
 
 async def train_rollout(

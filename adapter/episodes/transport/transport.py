@@ -9,6 +9,7 @@ ledger, in-flight rids, the pooled client).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -79,6 +80,7 @@ class SGLangTransport(EngineClient):
     ) -> None:
         super().__init__(settings, http_transport=http_transport)
         self._router_drops_warned = set() if router_drops_warned is None else router_drops_warned
+        self._rid_numbers = itertools.count()
         self._sessions = SessionLedger(settings.session_cache_size)
         self._prefix_cache = PrefixCacheLedger(settings.session_cache_size)
         self._reported_keys: set[str] = set()
@@ -165,6 +167,9 @@ class SGLangTransport(EngineClient):
     def prefix_cache_usage(self, session_id: str) -> PrefixCacheUsage | None:
         """What the engine reported about ``session_id``'s prompts (None: nothing answered)."""
         return self._prefix_cache.get(session_id)
+
+    def _new_rid(self) -> str:
+        return f"{self.rid_prefix}-{next(self._rid_numbers)}"
 
     async def _limits(self, base_url: str) -> EngineLimits | None:
         """The engine's limits, read on this transport's first request (bounded by the
