@@ -1,19 +1,14 @@
 """Metric names and values the rollout function reports to Miles.
 
-Train metrics keep the names the upstream adapter and Miles' built-in rollout use
-(``rollout/dynamic_filter/drop_<reason>``, ``verifiers/reward_mean`` ...), so existing
-dashboards keep working, and add drop reasons, replacements, carry-over, tokens and turns.
-Eval metrics carry an ``eval/`` prefix, so no key is logged on both the train and the eval
-step axis.
-
-Everything is pure: summaries and counts in, a flat ``{name: number}`` dict out. Means are
-taken over what the caller passes, which should be the traces/samples actually returned
-(not the dropped or carried-over ones).
+Train metrics keep the names of the upstream adapter and Miles' built-in rollout
+(``rollout/dynamic_filter/drop_<reason>``, ``verifiers/reward_mean`` ...), so dashboards keep
+working; eval metrics carry an ``eval/`` prefix, so no key is logged on both step axes. Means
+are over what the caller passes: the traces and samples returned, not the dropped ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,34 +27,8 @@ DROP_ABORTED = "aborted"  # the engine aborted a request of the group
 DROP_ENGINE_CONTRACT = "engine_contract"  # the engine answered a request of the group with garbage
 DROP_WORKER_LOST = "worker_lost"  # the episode worker running the group died or hung
 
-# Upstream names (train); eval gets the same names under EVAL_PREFIX.
-REWARD_MEAN = "reward_mean"
-ERROR_RATE = "error_rate"
-TRUNCATED_RATE = "truncated_rate"
-NUM_TURNS_MEAN = "num_turns_mean"
-# Added by this project.
-NUM_TURNS_MAX = "num_turns_max"
-NUM_TRACES = "num_traces"
-RESPONSE_TOKENS_MEAN = "response_tokens_mean"
-TOTAL_TOKENS_MEAN = "total_tokens_mean"
-SAMPLE_REWARD_MEAN = "sample_reward_mean"
-RESPONSE_LENGTH_MEAN = "response_length_mean"
-LOSS_TOKENS_MEAN = "loss_tokens_mean"
-ABORTED_RATE = "aborted_rate"
-# Verifiers 0.4's own verdicts: agent timeouts (a stop, trained as TRUNCATED) and the errors
-# that traces and episodes recovered from under retries (a count over the call's traces).
-TIMEOUT_RATE = "timeout_rate"
-RECOVERED_ERRORS = "recovered_errors"
-EPISODE_RECOVERED_ERRORS = "episode_recovered_errors"
-GROUPS_DISPATCHED = "groups_dispatched"
-GROUPS_ACCEPTED = "groups_accepted"
-GROUPS_DROPPED = "groups_dropped"
+# Read by the kit's run summary.
 GROUPS_REPLACED = "groups_replaced"
-GROUPS_CARRIED_OVER = "groups_carried_over"
-# Per name, the mean over the traces that carry it: each reward function's score and each
-# metric the environment recorded (Verifiers 0.4's ``Env.finalize`` included).
-REWARD_NAME_PREFIX = "reward/"
-METRIC_NAME_PREFIX = "metric/"
 
 
 @dataclass(frozen=True)
@@ -102,26 +71,30 @@ def _mean(values: Sequence[float]) -> float:
 def trace_metrics(
     summaries: Sequence[TraceSummary], prefix: str = TRAIN_PREFIX
 ) -> dict[str, float]:
-    """Reward, error/truncation rates, turns and tokens over ``summaries`` ({} when empty)."""
+    """Reward, error/truncation rates, turns and tokens over ``summaries`` ({} when empty).
+
+    Each reward function's score and each metric the environment recorded gets its mean over
+    the traces that carry it, as ``reward/<name>`` and ``metric/<name>``.
+    """
     if not summaries:
         return {}
-    return {
-        f"{prefix}{NUM_TRACES}": float(len(summaries)),
-        f"{prefix}{REWARD_MEAN}": _mean([s.reward for s in summaries]),
-        f"{prefix}{ERROR_RATE}": _mean([float(s.failed) for s in summaries]),
-        f"{prefix}{TRUNCATED_RATE}": _mean([float(s.is_truncated) for s in summaries]),
-        f"{prefix}{TIMEOUT_RATE}": _mean([float(s.is_timeout) for s in summaries]),
-        f"{prefix}{RECOVERED_ERRORS}": float(sum(s.recovered_errors for s in summaries)),
-        f"{prefix}{EPISODE_RECOVERED_ERRORS}": float(
-            sum(s.episode_recovered_errors for s in summaries)
-        ),
-        f"{prefix}{NUM_TURNS_MEAN}": _mean([float(s.num_turns) for s in summaries]),
-        f"{prefix}{NUM_TURNS_MAX}": float(max(s.num_turns for s in summaries)),
-        f"{prefix}{RESPONSE_TOKENS_MEAN}": _mean([float(s.response_tokens) for s in summaries]),
-        f"{prefix}{TOTAL_TOKENS_MEAN}": _mean([float(s.total_tokens) for s in summaries]),
-        **_means_by_name([s.rewards for s in summaries], f"{prefix}{REWARD_NAME_PREFIX}"),
-        **_means_by_name([s.metrics for s in summaries], f"{prefix}{METRIC_NAME_PREFIX}"),
+    values = {
+        "num_traces": float(len(summaries)),
+        "reward_mean": _mean([s.reward for s in summaries]),
+        "error_rate": _mean([float(s.failed) for s in summaries]),
+        "truncated_rate": _mean([float(s.is_truncated) for s in summaries]),
+        # Verifiers 0.4's own verdicts: an agent timeout is a stop (trained as truncated).
+        "timeout_rate": _mean([float(s.is_timeout) for s in summaries]),
+        "recovered_errors": float(sum(s.recovered_errors for s in summaries)),
+        "episode_recovered_errors": float(sum(s.episode_recovered_errors for s in summaries)),
+        "num_turns_mean": _mean([float(s.num_turns) for s in summaries]),
+        "num_turns_max": float(max(s.num_turns for s in summaries)),
+        "response_tokens_mean": _mean([float(s.response_tokens) for s in summaries]),
+        "total_tokens_mean": _mean([float(s.total_tokens) for s in summaries]),
+        **_means_by_name([s.rewards for s in summaries], "reward/"),
+        **_means_by_name([s.metrics for s in summaries], "metric/"),
     }
+    return {f"{prefix}{name}": value for name, value in values.items()}
 
 
 def _means_by_name(values: Sequence[Mapping[str, float]], prefix: str) -> dict[str, float]:
@@ -140,16 +113,15 @@ def sample_metrics(
     """
     if not samples:
         return {}
-    return {
-        f"{prefix}{SAMPLE_REWARD_MEAN}": _mean(
-            [float(s.get_reward_value(reward_args)) for s in samples]
-        ),
-        f"{prefix}{RESPONSE_LENGTH_MEAN}": _mean([float(s.response_length) for s in samples]),
-        f"{prefix}{LOSS_TOKENS_MEAN}": _mean([float(s.effective_response_length) for s in samples]),
-        f"{prefix}{ABORTED_RATE}": _mean(
+    values = {
+        "sample_reward_mean": _mean([float(s.get_reward_value(reward_args)) for s in samples]),
+        "response_length_mean": _mean([float(s.response_length) for s in samples]),
+        "loss_tokens_mean": _mean([float(s.effective_response_length) for s in samples]),
+        "aborted_rate": _mean(
             [float(getattr(s.status, "value", s.status) == "aborted") for s in samples]
         ),
     }
+    return {f"{prefix}{name}": value for name, value in values.items()}
 
 
 def drop_metrics(drops: Mapping[str, int]) -> dict[str, float]:
@@ -170,19 +142,14 @@ def scheduling_metrics(
     carried_over: int,
     prefix: str = TRAIN_PREFIX,
 ) -> dict[str, float]:
-    """Group counts of one rollout.
-
-    ``first_batch`` is the size of the rollout's first dispatch (carry-over plus the
-    over-sampling batch); everything dispatched after it replaced a dropped group, so
-    ``groups_replaced`` is the extra work drops cost. ``groups_carried_over`` will be re-run
-    first in the next rollout.
-    """
+    """Group counts of one rollout; what was dispatched beyond ``first_batch`` (carry-over plus
+    the over-sampling batch) replaced dropped groups."""
     return {
-        f"{prefix}{GROUPS_DISPATCHED}": float(dispatched),
-        f"{prefix}{GROUPS_ACCEPTED}": float(accepted),
-        f"{prefix}{GROUPS_DROPPED}": float(dropped),
+        f"{prefix}groups_dispatched": float(dispatched),
+        f"{prefix}groups_accepted": float(accepted),
+        f"{prefix}groups_dropped": float(dropped),
         f"{prefix}{GROUPS_REPLACED}": float(max(0, dispatched - first_batch)),
-        f"{prefix}{GROUPS_CARRIED_OVER}": float(carried_over),
+        f"{prefix}groups_carried_over": float(carried_over),
     }
 
 
@@ -194,12 +161,11 @@ def with_eval_prefix(metrics: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def merge(*parts: Iterable[tuple[str, float]] | Mapping[str, float]) -> dict[str, float]:
+def merge(*parts: Mapping[str, float]) -> dict[str, float]:
     """Merge metric dicts; a name reported twice is a bug, so it raises."""
     merged: dict[str, float] = {}
     for part in parts:
-        items = part.items() if isinstance(part, Mapping) else part
-        for name, value in items:
+        for name, value in part.items():
             if name in merged:
                 raise ValueError(f"metric {name!r} is reported twice")
             merged[name] = value
