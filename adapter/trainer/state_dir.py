@@ -1,14 +1,9 @@
 """Owning the ``--save`` directory: checked writable at construction, locked against other runs.
 
-The task-scheduler state under ``--save`` is rewritten after every training rollout, so two
-runs sharing the directory would silently overwrite each other's stream, and a directory that
-cannot be written would only be noticed after the first rollout (its samples lost). Both are
-refused when the rollout function is built.
-
-The lock is an exclusive ``flock`` on a file in the directory, held while any rollout function
-of this process uses it and released when the last one is closed or garbage collected (or the
-process exits; the kernel drops the lock with the file descriptor). It is shared within a
-process on purpose: Miles may build a train and an eval instance from the same arguments.
+The task-scheduler state there is rewritten after every training rollout, so two runs sharing
+it would overwrite each other. The lock, an exclusive ``flock``, is shared within a process on
+purpose (Miles may build a train and an eval instance from the same arguments) and dropped when
+its last claim is released or the process exits.
 """
 
 from __future__ import annotations
@@ -97,31 +92,25 @@ def _lock(directory: Path) -> int:
             f"--save {str(directory)!r}: cannot lock {lock_path} ({error}). Fix: put --save on "
             "a filesystem that supports file locks (flock)."
         ) from error
-    # Record the holder for the error message above; the lock, not this text, is the truth.
+    # The holder's pid, for the message above; the lock, not this text, is the truth.
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
 
 
 class StateDirClaim:
-    """This process's use of a locked ``--save`` directory; :meth:`release` exactly once."""
+    """This process's use of a locked ``--save`` directory; releasing it twice is a no-op."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._released = False
-
-    @property
-    def released(self) -> bool:
-        return self._released
 
     def release(self) -> None:
         with _guard:
             if self._released:
                 return
             self._released = True
-            held = _held.get(self.directory)
-            if held is None:
-                return
+            held = _held[self.directory]
             held.users -= 1
             if held.users == 0:
                 del _held[self.directory]
