@@ -1,21 +1,18 @@
-"""What the trainer side derives from Miles' ``args`` to reach the engines.
-
-The engine address (read from the live ``args`` at call time, since Miles starts SGLang after
-building the rollout function), the validated transport settings of each mode and the sampling
-values each rollout is sent with. Nothing here imports Verifiers or Renderers: the trainer side
-runs without them when the episodes run in workers of their own.
+"""What the trainer side derives from Miles' ``args`` to reach the engines: the engine address
+(read at call time: Miles starts SGLang after building the rollout function), each mode's
+transport settings and the sampling values each rollout is sent with.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Mapping
 from typing import Any
 
+from miles_verifiers.engine.routers import RouterKind
+from miles_verifiers.engine.sampling import configured_keys_dropped_by_router
+from miles_verifiers.engine.settings import RoutingPolicy, TransportSettings
 from miles_verifiers.errors import SetupError
-
-logger = logging.getLogger(__name__)
 
 
 class EngineAddressUnsetError(SetupError, ValueError):
@@ -23,12 +20,8 @@ class EngineAddressUnsetError(SetupError, ValueError):
 
 
 def engine_url_from_args(args: Any) -> str:
-    """The router (or engine) base URL Miles set on ``args``, read now.
-
-    Miles builds the rollout function before it starts SGLang and fills the address in
-    afterwards, on the same ``args`` object: ``sglang_model_routers["default"]`` when it
-    serves several models, else ``sglang_router_ip``/``sglang_router_port``.
-    """
+    """The router (or engine) base URL Miles set on ``args``: ``sglang_model_routers["default"]``
+    when it serves several models, else ``sglang_router_ip``/``sglang_router_port``."""
     routers = getattr(args, "sglang_model_routers", None)
     if isinstance(routers, Mapping) and routers.get("default"):
         host, port = routers["default"]
@@ -48,16 +41,11 @@ def engine_url_from_args(args: Any) -> str:
     return f"http://{host}:{int(port)}"
 
 
-def build_transport_settings(options: Any, mode: str, args: Any, model_name: str) -> Any:
-    """:class:`TransportSettings` for ``mode`` ("train" or "eval") from validated options.
-
-    The options already hold only limits the engine accepts, so nothing is checked again here.
-    The engine address is a callable over the live ``args``; the rid prefix is left unset here
-    and chosen per rollout call.
-    """
-    from miles_verifiers.engine.routers import RouterKind
-    from miles_verifiers.engine.settings import RoutingPolicy, TransportSettings
-
+def build_transport_settings(
+    options: Any, mode: str, args: Any, model_name: str
+) -> TransportSettings:
+    """The transport settings of ``mode`` ("train" or "eval") from validated options; the engine
+    address is read from the live ``args`` at each use."""
     sampling = options.train if mode == "train" else options.eval
     routing = (
         RoutingPolicy(options.sglang_router_policy) if options.routes_by_key else RoutingPolicy.NONE
@@ -83,10 +71,7 @@ def build_transport_settings(options: Any, mode: str, args: Any, model_name: str
 
 
 def router_drop_warning(values: Mapping[str, Any], router: Any, mode: str) -> str | None:
-    """The one policy for configured sampling keys the router drops: the run goes on (the keys
-    have no effect), and construction and ``miles-verifiers check`` both warn with this text."""
-    from miles_verifiers.engine.sampling import configured_keys_dropped_by_router
-
+    """The warning for configured sampling keys the router drops (the run goes on without them)."""
     lost = configured_keys_dropped_by_router(values, router)
     if not lost:
         return None
@@ -98,10 +83,8 @@ def router_drop_warning(values: Mapping[str, Any], router: Any, mode: str) -> st
 
 
 def sampling_config_values(sampling: Any, seed: int | None = None) -> dict[str, Any]:
-    """The Verifiers ``SamplingConfig`` fields for one mode's sampling options.
-
-    Template switches are not included: they are baked into the shared renderer pool.
-    """
+    """The Verifiers ``SamplingConfig`` fields for one mode's sampling options (template
+    switches are not among them: they are baked into the shared renderer pool)."""
     values: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
