@@ -1,12 +1,9 @@
 """The engine's failures as what Verifiers expects: ``openai`` exceptions and overlong prompts.
 
-Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` carrying an HTTP
-status (connection -> 503, timeout -> 504, a status error -> its own status) and lets
-an overlong prompt end the trace cleanly (see :func:`overlong_prompt`). Anything
-else becomes a harness failure, so every engine-side problem is expressed as one of those types
-here. The functions are pure: they only build exception objects. The neutral vocabulary they
-build from (refusals, the abort and malformed-answer signals, classification) is in
-:mod:`miles_verifiers.engine.errors`.
+Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` with an HTTP
+status (connection 503, timeout 504, a status error its own) and ends a trace cleanly on an
+overlong prompt; anything else is a harness failure. Pure functions building exceptions from
+the neutral vocabulary of :mod:`miles_verifiers.engine.errors`.
 """
 
 from __future__ import annotations
@@ -31,28 +28,14 @@ from miles_verifiers.engine.errors import (
 from miles_verifiers.engine.proxies import proxy_failure_note
 from miles_verifiers.errors import EngineError, tag_message
 
-__all__ = [
-    "EngineAbortedError",
-    "MalformedEngineResponseError",
-    "error_for_output",
-    "error_for_rejection",
-    "error_for_status",
-    "error_for_transport_failure",
-    "overlong_prompt",
-]
-
 # The Rust sglang-router's 422 text names the JSON path it could not read, e.g.
 # "...into the target type: sampling_params.sampling_seed: invalid value: ...".
 _ROUTER_FIELD = re.compile(r"target type: ([A-Za-z_][\w.\[\]]*):")
 
 
 class EngineAbortedError(EngineError, openai.APIStatusError):
-    """SGLang aborted the generation (abort request, pause in abort mode, engine timeout).
-
-    The partial output is discarded: an aborted turn is never reported as a completed one.
-    ``status_code`` is the abort's own 4xx/5xx status when SGLang gives one, else 503, so the
-    harness may retry the turn once the engine serves again.
-    """
+    """SGLang aborted the generation; its partial output is discarded. ``status_code`` is the
+    abort's own 4xx/5xx when SGLang gives one, else 503 (the harness may retry the turn)."""
 
     trace_code = ENGINE_ABORTED_CODE
 
@@ -93,12 +76,11 @@ _OVERFLOW_PHRASE = "maximum context length"
 
 
 def overlong_prompt(message: str) -> Exception:
-    """The error for a prompt that does not fit, as the Verifiers where the episodes run takes it.
+    """The error for a prompt that does not fit, as the installed Verifiers takes it.
 
-    0.2.0: its ``OverlongPromptError``, which ends the trace as ``context_length``. 0.3 and
-    later: Renderers' ``OverlongPromptError``, which Verifiers' TrainClient answers with an
-    HTTP 400 the harness sees as a context overflow (so it can compact, or stop the trace).
-    :class:`PromptTooLongError` where neither is installed.
+    0.2.0: its ``OverlongPromptError`` (the trace ends as ``context_length``); 0.3 and later:
+    Renderers' (an HTTP 400 the harness sees as a context overflow); else
+    :class:`PromptTooLongError`.
     """
     if _OVERFLOW_PHRASE not in message.casefold():
         message = f"{message} (over the {_OVERFLOW_PHRASE})"
@@ -122,14 +104,9 @@ _UNCAUGHT_ERROR_TEXT = "internal server error"
 
 
 def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()) -> Exception:
-    """The exception for a non-2xx SGLang answer.
-
-    A 400 saying the prompt does not fit the context window is an ``OverlongPromptError`` (a
-    clean ``context_length`` stop); every other status becomes the matching ``openai`` class, so
-    Verifiers records a ``ProviderError`` with that status. A bare 500 names ``sampling_keys``
-    (the request's): SGLang before 0.5.23 answers that when it cannot build its
-    ``SamplingParams`` from them, and says nothing else.
-    """
+    """The exception for a non-2xx SGLang answer: an overlong prompt for a context-length 400,
+    else the matching ``openai`` class. A bare 500 names ``sampling_keys``: older SGLang answers
+    that, and nothing else, when it cannot build its ``SamplingParams`` from them."""
     status = response.status_code
     reason = engine_error_message(response)
     message = f"SGLang answered HTTP {status}: {reason}"
@@ -159,9 +136,8 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
 def error_for_transport_failure(
     exc: httpx.RequestError, request: httpx.Request, *, proxy: str | None = None
 ) -> openai.APIConnectionError:
-    """A timeout becomes ``APITimeoutError`` (504 in Verifiers), any other failure
-    ``APIConnectionError`` (503). ``proxy`` is the proxy the request went through, if any: a
-    failure there is the proxy's, not necessarily the engine's, so the message says so."""
+    """``APITimeoutError`` (504) for a timeout, else ``APIConnectionError`` (503), naming
+    ``proxy`` when the request went through one (the failure may be the proxy's)."""
     if isinstance(exc, httpx.TimeoutException):
         return openai.APITimeoutError(request=request)
     via = proxy_failure_note(proxy, "the engine host")
@@ -185,10 +161,7 @@ def error_for_rejection(exc: RequestRejected, request: httpx.Request) -> openai.
 def error_for_output(
     exc: EngineAborted | MalformedOutput, response: httpx.Response, body: object | None
 ) -> openai.APIError:
-    """The exception for a 2xx answer that is an abort or cannot be trusted.
-
-    An untrustworthy answer names the engine URL it came from and the field at fault.
-    """
+    """The exception for a 2xx answer that is an abort or cannot be trusted."""
     if isinstance(exc, EngineAborted):
         status = exc.status_code if exc.status_code and 400 <= exc.status_code <= 599 else 503
         return EngineAbortedError(

@@ -1,8 +1,7 @@
-"""Building SGLang's native ``/generate`` call from a Renderers generate request.
+"""SGLang's native ``/generate`` call from a Renderers generate request (pure functions).
 
 Renderers posts ``{"model", "token_ids", "sampling_params", ["features", "cache_salt",
-"priority"]}`` to ``.../inference/v1/generate``; SGLang wants ``{"input_ids", "sampling_params",
-"return_logprob", "rid", ...}`` at ``/generate``. Pure functions only: no I/O, no state.
+"priority"]}``; SGLang wants ``{"input_ids", "sampling_params", "return_logprob", "rid", ...}``.
 """
 
 from __future__ import annotations
@@ -21,14 +20,6 @@ from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.sampling import translate_sampling
 from miles_verifiers.engine.settings import TransportSettings
 from miles_verifiers.episodes.transport.errors import overlong_prompt
-
-__all__ = [
-    "CONTINUATION_HINT_KEY",
-    "GenerateCall",
-    "build_generate_call",
-    "is_known_continuation",
-    "routing_headers",
-]
 
 # Request-body keys that carry images, audio or video in some engine dialect.
 _MULTIMODAL_KEYS = ("features", "multi_modal_data", "image_data", "video_data", "audio_data")
@@ -56,13 +47,6 @@ def is_known_continuation(body: Mapping[str, Any]) -> bool:
         return False
     sampling = body.get("sampling_params")
     return isinstance(sampling, Mapping) and sampling.get(CONTINUATION_HINT_KEY) is not None
-
-
-def routing_headers(settings: TransportSettings, session_id: str | None) -> dict[str, str]:
-    """The router's routing-key header (session id as key) under a key-based policy."""
-    if settings.routing.sends_routing_key and session_id:
-        return {settings.routing_header: session_id}
-    return {}
 
 
 def _prompt_ids(body: Mapping[str, Any]) -> list[int]:
@@ -116,10 +100,9 @@ def build_generate_call(
 ) -> GenerateCall:
     """Translate one Renderers request into an SGLang ``/generate`` call.
 
-    ``first_prompt`` says whether this is (as far as the caller knows) the first request of its
-    session; only then does ``settings.max_prompt_len`` apply. Raises ``RequestRejected`` for
-    input the transport will not send, and ``OverlongPromptError`` when the prompt is over the
-    first-prompt limit or leaves no room to generate.
+    ``settings.max_prompt_len`` applies to a session's ``first_prompt`` only. Raises
+    ``RequestRejected`` for input the transport will not send, and an overlong-prompt error
+    for a prompt over that limit or leaving no room to generate.
     """
     if not isinstance(body, Mapping):
         raise RequestRejected(f"the request body must be a JSON object, got {type(body).__name__}")
@@ -139,8 +122,6 @@ def build_generate_call(
             engine_limits=engine_limits,
         )
     except PromptTooLongError as exc:
-        # The engine layer only says the prompt does not fit; the harness must see it as the
-        # Verifiers where it runs reports an overlong prompt.
         raise overlong_prompt(str(exc)) from None
     payload: dict[str, Any] = {
         "rid": rid,
@@ -159,9 +140,12 @@ def build_generate_call(
     unknown_body_keys = tuple(
         f"body.{key}" for key in body if key not in _KNOWN_BODY_KEYS and key not in _MULTIMODAL_KEYS
     )
+    headers = {}
+    if settings.routing.sends_routing_key and session_id:
+        headers[settings.routing_header] = session_id  # the router's routing key
     return GenerateCall(
         payload=payload,
-        headers=routing_headers(settings, session_id),
+        headers=headers,
         dropped_keys=sampling.dropped + unknown_body_keys,
         overridden_keys=sampling.overridden,
     )

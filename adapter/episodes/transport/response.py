@@ -1,13 +1,9 @@
-"""Conversion of SGLang's ``/generate`` answer into the JSON Renderers' ``generate()`` reads.
+"""SGLang's ``/generate`` answer as the JSON Renderers' ``generate()`` reads (pure functions).
 
-SGLang returns ``output_ids`` and ``meta_info.output_token_logprobs`` as
-``[logprob, token_id, text|null]`` triples; Renderers 0.1.9+ wants
-``choices[0].token_ids`` with ``choices[0].logprobs.content[i] == {"token": "token_id:<id>",
-"logprob": float}``. Training consumes these ids and logprobs as-is, so any inconsistency is an
-error rather than something to patch over: besides its shape, every answer must keep the
-request's contract (logprobs are log-probabilities, so finite and <= 0; no more tokens than
-the request's ``max_new_tokens``; every id inside the tokenizer's vocabulary). Pure functions
-only.
+SGLang returns ``meta_info.output_token_logprobs`` as ``[logprob, token_id, text]`` triples;
+Renderers wants ``choices[0].token_ids`` and ``choices[0].logprobs.content[i] == {"token":
+"token_id:<id>", "logprob": float}``. Training uses them as-is, so any inconsistency is an error,
+never patched: logprobs finite and <= 0, at most ``max_new_tokens`` tokens, ids in the vocabulary.
 """
 
 from __future__ import annotations
@@ -18,18 +14,12 @@ from typing import Any
 
 from miles_verifiers.engine.errors import EngineAborted, MalformedOutput
 
-__all__ = ["FINISH_REASONS", "convert_generate_output", "token_label"]
-
 FINISH_REASONS = frozenset({"stop", "length"})
 # Renderers reads this exact value as "the engine had no sampling evidence" and rejects it.
 _NO_EVIDENCE_LOGPROB = -9999.0
 # A near-certain token's fp32 log-softmax can round a hair above 0; anything beyond this is
 # not a log-probability at all.
 _LOGPROB_SLACK = 1e-5
-
-
-def token_label(token_id: int) -> str:
-    return f"token_id:{token_id}"
 
 
 def _is_int(value: object) -> bool:
@@ -130,9 +120,9 @@ def convert_generate_output(
 ) -> dict[str, Any]:
     """Renderers' generate-response JSON for one SGLang ``/generate`` answer.
 
-    Raises ``EngineAborted`` when SGLang aborted the request (its partial output is discarded)
-    and ``MalformedOutput`` when the answer is not a single, consistent, finished generation
-    within the request's limits (``max_new_tokens``, ``vocab_size``; None skips a check).
+    Raises ``EngineAborted`` for an abort (its partial output is discarded) and
+    ``MalformedOutput`` unless the answer is one consistent, finished generation within
+    ``max_new_tokens`` and ``vocab_size`` (None skips a check).
     """
     if not isinstance(output, Mapping):
         raise MalformedOutput(
@@ -169,7 +159,7 @@ def convert_generate_output(
                 "token_ids": ids,
                 "logprobs": {
                     "content": [
-                        {"token": token_label(token_id), "logprob": logprob}
+                        {"token": f"token_id:{token_id}", "logprob": logprob}
                         for token_id, logprob in zip(ids, logprobs, strict=True)
                     ]
                 },

@@ -1,9 +1,6 @@
-"""The HTTP shell: the object Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``.
-
-It implements :class:`miles_verifiers.episodes.v02.upstream.RenderersClient`, the part of ``AsyncOpenAI``
-that ``renderers.client.generate`` (0.1.10) and ``TrainClient.close`` use. Translation lives in
-the pure modules; this one only does I/O, retries and the small amount of state (session
-ledger, in-flight rids, the pooled client).
+"""The HTTP shell Verifiers' ``TrainClient`` uses in place of an ``AsyncOpenAI``: the surface
+``renderers.client.generate`` uses (entry 9 of :mod:`miles_verifiers.episodes.v02.upstream`).
+Translation lives in the pure modules; this one does I/O, retries and the little state.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from miles_verifiers.episodes.transport.errors import (
     error_for_status,
     error_for_transport_failure,
 )
-from miles_verifiers.episodes.transport.probe import MODELS_PATHS, models_listing
 from miles_verifiers.episodes.transport.request import (
     GenerateCall,
     build_generate_call,
@@ -49,11 +45,9 @@ from miles_verifiers.episodes.transport.sessions import (
 )
 from miles_verifiers.episodes.v02.upstream import (
     GENERATE_SUFFIX,
-    SESSION_HEADER,
+    MODELS_PATHS,
     session_id_from_options,
 )
-
-__all__ = ["GENERATE_SUFFIX", "SESSION_HEADER", "SGLangTransport"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +57,9 @@ Sleep = Callable[[float], Awaitable[Any]]
 class SGLangTransport(EngineClient):
     """Sends Renderers' generate requests to SGLang's native ``/generate``.
 
-    Safe for many concurrent tasks on one event loop. ``http_transport`` replaces httpx's
-    network layer (tests use ``httpx.MockTransport``); ``sleep`` is the backoff wait.
-    ``router_drops_warned`` holds the sampling keys already warned about as dropped by the
-    router; an owner that makes one transport per call passes one set to all of them, so the
-    warning comes once per owner rather than once per call.
+    ``http_transport`` replaces httpx's network layer (tests); ``sleep`` is the backoff wait.
+    ``router_drops_warned``: sampling keys already warned about as dropped by the router, one
+    set shared by an owner's transports so the warning comes once per owner.
     """
 
     def __init__(
@@ -88,17 +80,25 @@ class SGLangTransport(EngineClient):
         self._engine_limits: EngineLimits | None = None
         self._limits_lock: asyncio.Lock | None = None
 
-    # --- what TrainClient / renderers use --------------------------------------------------
-
     @property
     def base_url(self) -> httpx.URL:
-        """``<engine>/v1``, resolved now (the router address may be set after construction)."""
+        """``<engine>/v1``, resolved now (the router address may come after construction)."""
         return httpx.URL(f"{resolve_engine_url(self._settings)}/v1")
 
     async def get(self, path: str, *, cast_to: object = None, **_: object) -> dict[str, Any]:
-        """Answer Renderers' ``GET /models`` probe from the settings (see ``probe``)."""
+        """Answer Renderers' ``GET /models`` probe as SGLang's ``/v1/models`` would, with the
+        context length as ``max_model_len``. Without one the listing is empty, so Renderers
+        skips its pre-flight length check (the transport's own limits still apply)."""
         if path.strip("/") in MODELS_PATHS:
-            return models_listing(self._settings)
+            limit = self._settings.context_len
+            names = self._settings.served_model_names if limit is not None else ()
+            return {
+                "object": "list",
+                "data": [
+                    {"id": name, "object": "model", "owned_by": "sglang", "max_model_len": limit}
+                    for name in names
+                ],
+            }
         raise ValueError(f"the SGLang transport only answers GET /models, not GET {path!r}")
 
     async def post(
@@ -148,9 +148,8 @@ class SGLangTransport(EngineClient):
                 MalformedOutput(f"the body is not JSON ({exc})"), response, None
             ) from exc
         try:
-            # A contract-breaking answer is not resent here: the engine that broke it would
-            # most likely break it again. The failed turn is the harness's to handle, within its
-            # own bounded retries (the OpenAI SDK's max_retries), and the group is dropped.
+            # Not resent: the engine that broke the contract would likely break it again; the
+            # harness's own bounded retries handle the failed turn.
             converted = convert_generate_output(
                 answer,
                 rid=rid,
@@ -172,8 +171,7 @@ class SGLangTransport(EngineClient):
         return f"{self.rid_prefix}-{next(self._rid_numbers)}"
 
     async def _limits(self, base_url: str) -> EngineLimits | None:
-        """The engine's limits, read on this transport's first request (bounded by the
-        connect timeout); None when probing is off."""
+        """The engine's limits, read on the first request; None when probing is off."""
         if not self._settings.probe_engine_limits:
             return None
         if self._engine_limits is None:

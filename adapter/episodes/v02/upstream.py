@@ -1,108 +1,52 @@
-"""Every place the adapter relies on a non-public piece of an upstream package, in one module.
+"""Every non-public piece of an upstream package the adapter relies on, in one module.
 
-No other adapter module reads or writes a private upstream attribute, overrides a private
-upstream method or leans on an upstream call convention that is not documented as API: they call
-the functions and use the classes below. ``tests/adapter/test_upstream.py`` has one test per entry,
-named after the symbol, that checks the installed package still has it in the shape used here,
-so after an upgrade the first failing test names what moved.
-
-Upstream imports happen inside the functions, so importing this module stays cheap.
+No other adapter module touches a private upstream attribute or undocumented convention.
+``tests/adapter/test_upstream.py`` checks each entry below against the installed package, so
+after an upgrade the first failing test names what moved. Upstream imports stay inside the
+functions, so importing this module is cheap.
 
 verifiers 0.2.0
----------------
-1. ``Rollout.ctx`` (assigned after ``Environment.episode()``): ``episode()`` gives every rollout
-   of a group the same ``ModelContext``; ``Rollout.run`` reads ``self.ctx`` when it starts.
-   Needed for per-rollout sampling seeds (``--deterministic-inference``). Without it every
-   rollout of a group samples with the same seed. -> :func:`set_rollout_context`
-2. ``Environment._interception``: the ``InterceptionPool`` that ``Environment.serving()`` holds
-   while it is open. Needed to reach the aiohttp servers at call end (entry 4). Without it the
-   shutdown is not hurried (each cancelled user-simulator rollout can cost a minute).
-   -> :func:`interception_runners`
-3. ``InterceptionPool._servers`` (``verifiers.v1.interception.pool``), a list of ``PooledServer``
-   whose ``.server`` is an ``InterceptionServer`` with an aiohttp ``.runner``: the same path as 2.
-   -> :func:`interception_runners`
-4. ``TrainClient._renderer_pool(model, *, chat_template_kwargs=None)``: the private hook
-   ``TrainClient.get_response`` calls for the renderer of every turn. Overridden to return the
-   process-wide pool built from Miles' flags, so each rollout call's client does not load its own
-   tokenizers. Without it every client builds a new pool on its first turn.
-   -> :class:`FixedRendererPool`
-5. ``TrainClient._pool``: the slot the base hook caches its pool in (``None`` after
-   construction). Filled with the shared pool, so even the base hook would return it.
-   -> :meth:`FixedRendererPool.use_renderer_pool`
+1. ``Rollout.ctx``, read when the rollout starts: set per rollout for per-rollout sampling
+   seeds (``episode()`` gives a group one context). -> :func:`set_rollout_context`
+2. ``Environment._interception``, the ``InterceptionPool`` ``serving()`` holds, and
+3. ``InterceptionPool._servers`` (``PooledServer.server.runner``, an aiohttp runner): the way
+   to the servers at call end (entry 11). -> :func:`interception_runners`
+4. ``TrainClient._renderer_pool(model, *, chat_template_kwargs=None)``, the hook
+   ``get_response`` asks for each turn's renderer: overridden to use the process-wide pool, and
+5. ``TrainClient._pool``, the slot the base hook caches it in. -> :class:`FixedRendererPool`
 
 renderers 0.1.10
-----------------
-6. ``renderers.client._maybe_offload``: runs render/parse work on a worker thread only when the
-   renderer ``isinstance(renderer, RendererPool)``. Our growing pool subclasses ``RendererPool``
-   for that reason alone. Without it renders run on the event loop and a pool checkout blocks
-   it. The flip side is relied on too: any other renderer object runs inline, which is how a
-   short prompt renders on the loop (:class:`miles_verifiers.episodes.inline_render.InlineRenderer`).
-   If that changed, short prompts would go to a thread again (slower, still correct).
-   -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
-7. ``RendererPool`` private fields ``_factory``, ``_size``, ``_sole``, ``_lock``, ``_pool`` and
-   ``_renderer_cls``, set by its constructor. The growing pool skips that constructor (it would
-   build every renderer up front) and sets them itself, so the base properties (``size``,
-   ``renderer_cls``) and ``checkout`` stay consistent. -> :func:`adopt_renderer_pool_fields`
-8. ``RendererPool`` snapshot attributes ``supports_tools``, ``is_multimodal`` and (multimodal
-   only) ``mm_token_type_id_map``: the constructor copies them from a renderer, and
-   ``renderers.client.generate`` and verifiers read them from the pool. Without them a
-   tool-calling request is refused or a multimodal check fails.
+6. ``renderers.client._maybe_offload`` moves work to a thread only for a ``RendererPool``
+   instance: our pool subclasses it for that alone, and any other renderer object runs inline
+   (how short prompts render on the loop). -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
+7. ``RendererPool``'s fields ``_factory``, ``_size``, ``_sole``, ``_lock``, ``_pool`` and
+   ``_renderer_cls``, and
+8. its snapshot attributes ``supports_tools``, ``is_multimodal``, ``mm_token_type_id_map``: the
+   growing pool skips the constructor (it builds every renderer) and sets them itself.
    -> :func:`adopt_renderer_pool_fields`
-9. ``renderers.client.generate``'s use of its ``client`` argument, which ``TrainClient`` fills
-   with what it got as ``AsyncOpenAI`` (our transport): ``str(client.base_url)``,
-   ``await client.get("/models", cast_to=...)`` for the context-length probe,
-   ``await client.post("<base_url without /v1>/inference/v1/generate", cast_to=httpx.Response,
-   body=..., options={"headers": {"X-Session-ID": ...}})`` whose result's ``.content`` is JSON,
-   and (``TrainClient.close``) ``await client.close()``. The transport implements exactly this
-   surface. -> :class:`RenderersClient`, :data:`GENERATE_SUFFIX`, :data:`MODELS_PATHS`,
-   :data:`SESSION_HEADER`, :func:`session_id_from_options`
-10. The wording of ``renderers.client.generate``'s refusal of tools on a renderer without tool
-    support (a plain ``ValueError`` saying "does not support tools"). Recognised to turn it into
-    a setup error that names the flag to change. Without it the refusal is an ordinary episode
-    failure. -> :func:`is_tools_refusal`
-
-aiohttp 3.x (under verifiers' interception server)
---------------------------------------------------
-11. ``BaseRunner._shutdown_timeout``: how long ``runner.cleanup()`` waits for request handlers
-    still running (60 s by default, no public setter). Shortened at call end, when whatever
-    handler still runs belongs to a cancelled rollout. Without it a cancelled user-simulator
-    rollout holds the call's shutdown for a minute. -> :func:`set_shutdown_timeout`
-
-13. ``Renderer._tokenizer`` (each renderer's tokenizer; no public accessor). Its length is the
-    vocabulary the transport checks sampled ids against. Without it that check is off.
+9. How ``renderers.client.generate`` (and ``TrainClient.close``) use the ``AsyncOpenAI`` it is
+   given (our transport): ``base_url``, ``get("/models")``, ``post("<base>/inference/v1/generate",
+   cast_to=httpx.Response, body=..., options={"headers": {"X-Session-ID": ...}})``, ``close()``.
+   -> :data:`GENERATE_SUFFIX`, :data:`MODELS_PATHS`, :data:`SESSION_HEADER`,
+   :func:`session_id_from_options`
+10. The wording of generate()'s refusal of tools ("does not support tools"), turned into a
+    setup error naming the flag. -> :func:`is_tools_refusal`
+13. ``Renderer._tokenizer``: its length is the vocabulary sampled ids are checked against.
     -> :func:`renderer_vocab_size`
 
-argparse (standard library)
----------------------------
-12. ``ArgumentParser._option_string_actions``: every option string a parser knows (no public
-    accessor). Read to suggest the nearest real flag for a misspelled one. Without it the
-    command line still refuses unknown flags, but suggests only Miles' own flag names.
-    -> :func:`known_option_strings`
+aiohttp 3.x
+11. ``BaseRunner._shutdown_timeout`` (60 s, no setter): shortened at call end, when a handler
+    still running belongs to a cancelled rollout. -> :func:`set_shutdown_timeout`
+
+argparse
+12. ``ArgumentParser._option_string_actions``: the option strings, to suggest the nearest flag
+    for a misspelled one. -> :func:`known_option_strings`
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
-
-__all__ = [
-    "GENERATE_SUFFIX",
-    "MODELS_PATHS",
-    "RENDERER_POOL_FIELDS",
-    "SESSION_HEADER",
-    "TOOLS_REFUSAL_PHRASE",
-    "FixedRendererPool",
-    "RenderersClient",
-    "adopt_renderer_pool_fields",
-    "interception_runners",
-    "is_tools_refusal",
-    "offloads_to_thread",
-    "renderer_pool_base",
-    "session_id_from_options",
-    "set_rollout_context",
-    "set_shutdown_timeout",
-]
-
+from typing import Any
 
 # -- verifiers: rollouts and the interception servers (entries 1-3, 11) --------------------------
 
@@ -113,11 +57,8 @@ def set_rollout_context(rollout: Any, ctx: Any) -> None:
 
 
 def interception_runners(environment: Any) -> list[Any]:
-    """The aiohttp runners of the interception servers ``environment.serving()`` holds now.
-
-    Empty outside ``serving()``, before the first rollout brought a server up, or when the
-    private path is gone (then nothing is hurried; see :func:`set_shutdown_timeout`).
-    """
+    """The aiohttp runners of the interception servers ``environment.serving()`` holds now
+    (none outside ``serving()``, before the first rollout, or when the private path is gone)."""
     pool = getattr(environment, "_interception", None)
     runners = []
     for entry in list(getattr(pool, "_servers", None) or ()):
@@ -128,10 +69,8 @@ def interception_runners(environment: Any) -> list[Any]:
 
 
 def set_shutdown_timeout(runner: Any, seconds: float) -> bool:
-    """Make ``runner.cleanup()`` wait at most ``seconds`` for running handlers.
-
-    False (and nothing changed) when the runner has no such setting.
-    """
+    """Make ``runner.cleanup()`` wait at most ``seconds`` for running handlers (False: no
+    such setting, nothing changed)."""
     if not hasattr(runner, "_shutdown_timeout"):
         return False
     runner._shutdown_timeout = seconds
@@ -158,10 +97,8 @@ def known_option_strings(parser: Any) -> list[str]:
 
 
 class FixedRendererPool:
-    """Mixin, listed before ``TrainClient`` in a subclass's bases: render with one given pool.
-
-    Call :meth:`use_renderer_pool` after ``TrainClient.__init__`` (which empties the slot).
-    """
+    """Mixin before ``TrainClient`` in a subclass's bases: render with one given pool (set by
+    :meth:`use_renderer_pool` after ``TrainClient.__init__``, which empties the slot)."""
 
     _pool: Any
 
@@ -201,12 +138,8 @@ def offloads_to_thread(renderer: Any) -> bool:
 def adopt_renderer_pool_fields(
     pool: Any, factory: Callable[[], Any], sample: Any, size: int
 ) -> None:
-    """Set what ``RendererPool.__init__`` would, for a subclass that skips that constructor.
-
-    ``sample`` is one built renderer (its class and capabilities stand for all of them). The
-    base's own renderer storage (``_sole``/``_lock``/``_pool``) is left empty: the subclass
-    keeps its renderers itself and overrides ``checkout``.
-    """
+    """Set what ``RendererPool.__init__`` would, for a subclass that skips that constructor
+    and keeps its renderers itself (``sample``'s class and capabilities stand for all)."""
     from renderers.base import MultimodalRenderer, is_multimodal
 
     pool._factory = factory
@@ -230,26 +163,6 @@ MODELS_PATHS = frozenset({"models", "v1/models"})
 # Verifiers' session-id header, passed as options={"headers": {...}} on every turn of a rollout.
 SESSION_HEADER = "X-Session-ID"
 TOOLS_REFUSAL_PHRASE = "does not support tools"
-
-
-class RenderersClient(Protocol):
-    """The part of ``AsyncOpenAI`` that ``renderers.client.generate`` and ``TrainClient`` use."""
-
-    @property
-    def base_url(self) -> Any: ...
-
-    async def get(self, path: str, *, cast_to: object = ...) -> Any: ...
-
-    async def post(
-        self,
-        path: str,
-        *,
-        cast_to: object = ...,
-        body: Mapping[str, Any] | None = ...,
-        options: Mapping[str, Any] | None = ...,
-    ) -> Any: ...
-
-    async def close(self) -> None: ...
 
 
 def session_id_from_options(options: Mapping[str, Any] | None) -> str | None:
