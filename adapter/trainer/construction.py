@@ -1,23 +1,11 @@
 """Every check the rollout function's construction makes, as one ordered table of stages.
 
-Each :class:`Stage` reads named inputs (``args``, ``environ``, ...) and the products of earlier
-stages, and returns the problems it found plus products of its own. The table is run two ways:
-
-- :func:`build`, by the constructor: stage after stage, raising the first failing stage's
-  error, so the first thing to fix is the first thing reported;
-- :func:`survey`, by ``miles-verifiers check``: every stage whose inputs exist, so that
-  independent problems (an option, a hook path, the config file) are all reported at once.
-
-The order: Miles options (one validated model, the engine's limits and the tokenizer
-included), the hook flags, the transport settings, the ``VERIFIERS_CONFIG`` file, the taskset,
-``@group_reward`` sample counts, a Verifiers 0.4 environment's seats and runtimes
-(:mod:`miles_verifiers.trainer.seats`), and the sampling seeds the run will send.
-
-What needs the taskset loaded comes from the episode side's :class:`Description`, asked of the
-``episodes`` input (chosen once from the settings: this process, local workers or Ray actors,
-see :mod:`miles_verifiers.trainer.backends.setup`) with the same request whichever it is. The
-episode side checks its own Verifiers and Renderers versions as it answers, loads the config
-and the taskset, and the tokenizer; this side never imports any of them.
+Each :class:`Stage` reads named inputs and the products of earlier stages. :func:`build` (the
+constructor) raises the first failing stage's error, so the first thing to fix is reported
+first; :func:`survey` (``miles-verifiers check``) runs every stage whose inputs exist, so
+independent problems are all reported at once. What needs the taskset loaded is asked of the
+episode side (this process, local workers or Ray actors) with one describe request; this side
+never imports Verifiers or Renderers.
 """
 
 from __future__ import annotations
@@ -54,18 +42,13 @@ Products = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class StageResult:
-    """What one stage found: its products, or the problems (one line each) and the error the
-    constructor raises for them."""
+    """A stage's products, or its problems (one line each) and the error the constructor raises."""
 
     products: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     error: BaseException | None = None
     # The stage the problems are reported under, where not the one that found them.
     reported_as: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
 
 
 def _failed(error: BaseException, lines: Sequence[str] | None = None) -> StageResult:
@@ -77,8 +60,6 @@ class Stage:
     name: str
     needs: tuple[str, ...]
     run: Callable[[Products], StageResult]
-    # When it fails nothing below can be trusted, so a survey stops there too.
-    halts: bool = False
 
 
 # -- the stages --------------------------------------------------------------------------------
@@ -105,25 +86,20 @@ def _hooks(given: Products) -> StageResult:
 
 
 def _transport(given: Products) -> StageResult:
-    # The options stage validated every value these settings take from Miles' flags.
     options: MilesOptions = given["options"]
     templates = {
         mode: build_transport_settings(options, mode, given["args"], given["model"])
         for mode in ("train", "eval")
     }
-    return StageResult({"transport": templates, "warnings": router_warnings(options)})
-
-
-def router_warnings(options: MilesOptions) -> tuple[str, ...]:
-    """Sampling keys the router drops: the run goes on, and the constructor and
-    ``miles-verifiers check`` both warn with these lines."""
+    # Sampling keys the router drops: the run goes on, with a warning.
     router = RouterKind.for_miles(options.use_miles_router)
     modes = [("train", options.train)] + ([("eval", options.eval)] if options.eval_enabled else [])
     found = (
         router_drop_warning(sampling_config_values(sampling), router, mode)
         for mode, sampling in modes
     )
-    return tuple(warning for warning in found if warning is not None)
+    warnings = tuple(warning for warning in found if warning is not None)
+    return StageResult({"transport": templates, "warnings": warnings})
 
 
 def _config(given: Products) -> StageResult:
@@ -135,32 +111,26 @@ def _config(given: Products) -> StageResult:
     return StageResult({"config_path": path})
 
 
-def _renderer_spec(given: Products) -> RendererSpecModel | None:
-    """The renderer pool's spec without its identity (found where Renderers is installed)."""
-    options: MilesOptions = given["options_view"]
-    if not options.tokenizer_source:
-        return None  # the options stage reports it; the taskset is described without a renderer
-    return RendererSpecModel(
-        tokenizer_source=options.tokenizer_source,
-        identity=None,
-        chat_template_kwargs_json=json.dumps(
-            dict(options.train.chat_template_kwargs or {}), sort_keys=True
-        ),
-        pool_size=given["renderer_pool_size"],
-    )
-
-
 def _taskset(given: Products) -> StageResult:
-    """Describe the taskset on the episode side; also the renderer spec, now with its identity."""
+    """Describe the taskset on the episode side; also the renderer spec, with its identity."""
     options: MilesOptions | None = given.get("options_view")
-    renderer = _renderer_spec(given) if options is not None else None
+    renderer = None  # without a tokenizer (the options stage reports it), none is described
+    if options is not None and options.tokenizer_source:
+        renderer = RendererSpecModel(
+            tokenizer_source=options.tokenizer_source,
+            identity=None,  # found where Renderers is installed
+            chat_template_kwargs_json=json.dumps(
+                dict(options.train.chat_template_kwargs or {}), sort_keys=True
+            ),
+            pool_size=given["renderer_pool_size"],
+        )
     path = given["config_path"]
     request = DescribeRequest(
         config_path=str(path),
         config_text=path.read_text(encoding="utf-8"),
         renderer=renderer,
-        hf_checkpoint=options.hf_checkpoint if options is not None else None,
-        tokenizer_path=options.sglang_tokenizer_path if options is not None else None,
+        hf_checkpoint=getattr(options, "hf_checkpoint", None),
+        tokenizer_path=getattr(options, "sglang_tokenizer_path", None),
     )
     try:
         described = given["episodes"].describe(request)
@@ -217,37 +187,25 @@ def _seats(given: Products) -> StageResult:
     return _failed(SeatSetupError(problems), [p.describe() for p in problems])
 
 
-def highest_sampling_seeds(
-    options: MilesOptions, num_tasks: int, dispatch_budget_factor: int
-) -> dict[str, int]:
-    """The largest sampling seed each mode can send, by mode ("train" needs --num-rollout).
-
-    A rollout's seed is ``--rollout-seed + slot * samples + k``: for evaluation the slot is a
-    task's position, for training its offset in the task stream, which grows by at most the
-    dispatch budget per training call.
-    """
-    seed = options.rollout_seed
-    highest: dict[str, int] = {}
-    if options.eval_enabled:
-        highest["eval"] = seed + num_tasks * options.n_samples_per_eval_prompt - 1
-    if options.train_enabled and options.num_rollout is not None:
-        first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
-        offsets = options.num_rollout * default_dispatch_budget(first_batch, dispatch_budget_factor)
-        highest["train"] = seed + offsets * options.n_samples_per_prompt - 1
-    return highest
-
-
 def _seeds(given: Products) -> StageResult:
     options: MilesOptions = given["options"]
     if not options.deterministic_inference:
         return StageResult()  # seeds are sent only under deterministic inference
-    highest = highest_sampling_seeds(
-        options, len(given["description"].tasks), given["dispatch_budget_factor"]
-    )
+    # The largest seed each mode can send. A rollout's seed is --rollout-seed + slot * samples
+    # + k: for evaluation the slot is a task's position, for training its offset in the task
+    # stream, which grows by at most the dispatch budget per training call.
+    seed, tasks = options.rollout_seed, len(given["description"].tasks)
+    highest: dict[str, int] = {}
+    if options.eval_enabled:
+        highest["eval"] = seed + tasks * options.n_samples_per_eval_prompt - 1
+    if options.train_enabled and options.num_rollout is not None:
+        first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
+        budget = default_dispatch_budget(first_batch, given["dispatch_budget_factor"])
+        highest["train"] = seed + options.num_rollout * budget * options.n_samples_per_prompt - 1
     over = {mode: value for mode, value in highest.items() if value > MAX_SAMPLING_SEED}
     if not over:
         return StageResult()
-    headroom = max(value - options.rollout_seed for value in over.values())
+    headroom = max(value - seed for value in over.values())
     problem = OptionProblem(
         FLAGS["rollout_seed"],
         "invalid",
@@ -271,14 +229,6 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-def stages_named(*names: str) -> tuple[Stage, ...]:
-    """The stages of :data:`STAGES` with these names, in table order."""
-    unknown = set(names) - {stage.name for stage in STAGES}
-    if unknown:
-        raise ValueError(f"no construction stage named {sorted(unknown)}")
-    return tuple(stage for stage in STAGES if stage.name in names)
-
-
 def inputs(
     args: Any,
     *,
@@ -289,8 +239,7 @@ def inputs(
     renderer_pool_size: int = 2,
 ) -> dict[str, Any]:
     """The named inputs the table reads (``environ`` None means ``os.environ``; ``episodes``
-    is the episode side that describes the taskset, a
-    :class:`~miles_verifiers.trainer.backends.setup.EpisodeSide`)."""
+    is the :class:`~miles_verifiers.trainer.backends.setup.EpisodeSide` that describes tasks)."""
     return {
         "args": args,
         "environ": environ,
@@ -330,10 +279,6 @@ class Survey:
     problems: tuple[StageReport, ...]
     products: Mapping[str, Any]
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
 
 def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey:
     """Run every stage whose inputs exist and collect all their problems, in table order."""
@@ -349,6 +294,4 @@ def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey
         name = result.reported_as or stage.name
         found += [StageReport(name, line, result.error) for line in result.problems]
         products.update(result.products)
-        if result.failed and stage.halts:
-            break
     return Survey(tuple(found), products)

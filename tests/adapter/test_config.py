@@ -292,8 +292,8 @@ def prepare(args: Any, environ: dict[str, str]) -> dict[str, Any]:
         dispatch_budget_factor=1,
         episodes=InProcessEpisodes(),
     )
-    stages = construction.stages_named("options", "config", "taskset", "group reward")
-    return construction.build(given, stages)
+    names = ("options", "config", "taskset", "group reward")
+    return construction.build(given, [s for s in construction.STAGES if s.name in names])
 
 
 def test_construction_describes_the_taskset_with_the_versions_of_the_episode_side(

@@ -12,7 +12,6 @@ from miles_verifiers.trainer.construction import (
     StageResult,
     build,
     inputs,
-    stages_named,
     survey,
 )
 
@@ -69,12 +68,6 @@ def test_survey_reports_every_stage_whose_inputs_exist_and_skips_the_rest():
     assert found.products["from_c"] == 1
 
 
-def test_survey_stops_after_a_failing_stage_that_halts():
-    stages = [Stage("versions", (), fail("too old"), halts=True), Stage("b", (), fail("b"))]
-
-    assert [p.stage for p in survey({}, stages).problems] == ["versions"]
-
-
 def test_survey_reports_an_unexpected_exception_as_the_stage_problem():
     def broken(given: Any) -> StageResult:
         raise KeyError("surprise")
@@ -102,12 +95,3 @@ def test_every_stage_reads_only_inputs_or_products_of_earlier_stages():
     for stage in STAGES:
         assert set(stage.needs) <= available, stage.name
         available |= PRODUCTS[stage.name]
-
-
-def test_a_subset_of_stages_keeps_table_order():
-    assert [s.name for s in stages_named("taskset", "options")] == ["options", "taskset"]
-
-
-def test_an_unknown_stage_name_is_refused():
-    with pytest.raises(ValueError, match="nope"):
-        stages_named("nope")

@@ -19,7 +19,7 @@ from miles_verifiers.protocol.messages import (
     ServiceRuntimeDescription,
 )
 from miles_verifiers.protocol.records import TaskRecord
-from miles_verifiers.trainer.construction import inputs, stages_named, survey
+from miles_verifiers.trainer.construction import STAGES, inputs, survey
 from miles_verifiers.trainer.options import validate_options
 from miles_verifiers.trainer.seats import SeatSetupError, check_seats, seat_problems
 
@@ -299,7 +299,7 @@ def test_the_construction_survey_reports_seat_problems_under_their_stage(make_ar
     given = inputs(make_args(), use_miles=False, dispatch_budget_factor=1, episodes=None)
     given |= {"options": options, "description": dialogue(quiz_master={"trainable": True})}
 
-    found = survey(given, stages_named("seats"))
+    found = survey(given, [stage for stage in STAGES if stage.name == "seats"])
 
     assert [p.stage for p in found.problems] == ["seats"]
     assert isinstance(found.problems[0].error, SeatSetupError)
