@@ -114,7 +114,7 @@ class RolloutDriver:
                 f"unknown taskset {taskset!r}; choose one of {sorted(TASKSET_CONFIGS)}"
             )
         from miles_verifiers import VerifiersRolloutFn
-        from miles_verifiers.trainer.contract import RolloutFnConstructorInput
+        from miles_verifiers_testkit.miles.contract import RolloutFnConstructorInput
 
         # A one-engine, one-GPU training run. Qwen3 thinking drops <think> from history, so
         # user-simulator turns would not bridge: thinking off.
@@ -143,7 +143,7 @@ class RolloutDriver:
         self._next_id = 0
 
     def _invoke(self, rollout_id: int) -> Any:
-        from miles_verifiers.trainer.contract import RolloutFnTrainInput
+        from miles_verifiers_testkit.miles.contract import RolloutFnTrainInput
 
         return call_rollout_function(
             self.fn, RolloutFnTrainInput(rollout_id=rollout_id), self._loop, self._timeout

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.trainer.contract import filters as port_filters
-from miles_verifiers.trainer.contract import rollout as port_rollout
-from miles_verifiers.trainer.contract import sample as port_sample
 from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers_testkit.miles.contract import filters as port_filters
+from miles_verifiers_testkit.miles.contract import rollout as port_rollout
+from miles_verifiers_testkit.miles.contract import sample as port_sample
 
 _NO_DEFAULT = "<required>"
 

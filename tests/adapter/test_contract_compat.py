@@ -1,4 +1,4 @@
-"""Choosing Miles' types or the port's, and Sample helpers for both Sample generations."""
+"""Choosing Miles' types or the test kit's port, and Sample helpers for both Sample generations."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import types
 
 import pytest
 
-from miles_verifiers.trainer.contract import compat, filters, rollout, sample
+from miles_verifiers.trainer.contract import compat
 from miles_verifiers.trainer.contract.compat import (
     ContractUnavailableError,
     build_sample,
-    get_routing_key,
     resolve_contract,
     routing_field_of,
-    set_routing_key,
 )
+from miles_verifiers_testkit.miles.contract import filters, rollout, sample
 
 
 @dataclasses.dataclass
@@ -82,6 +81,12 @@ def test_env_var_can_force_the_port_even_with_miles_installed():
     assert chosen.source == "port"
 
 
+def test_without_miles_or_the_kit_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(compat, "entry_points", lambda group: [])
+    with pytest.raises(ContractUnavailableError, match="runs inside Miles"):
+        resolve_contract(environ={}, find_spec=no_miles)
+
+
 def test_env_var_can_require_miles():
     with pytest.raises(ContractUnavailableError):
         resolve_contract(
@@ -99,20 +104,7 @@ def test_unknown_env_var_value_is_rejected_with_the_choices():
 @pytest.mark.skipif(importlib.util.find_spec("miles") is not None, reason="Miles is installed here")
 def test_process_wide_contract_is_the_port_without_miles():
     assert compat.contract().source == "port"
-    assert compat.contract().routing_field == "routing_key"
-
-
-def test_routing_key_lands_on_routing_key_for_the_current_sample():
-    s = sample.Sample()
-    set_routing_key(s, "trace-1")
-    assert s.routing_key == "trace-1" and get_routing_key(s) == "trace-1"
-
-
-def test_routing_key_lands_on_session_id_for_the_older_sample():
-    s = SessionIdSample()
-    set_routing_key(s, "trace-1")
-    assert s.session_id == "trace-1"
-    assert routing_field_of(SessionIdSample) == "session_id"
+    assert routing_field_of(compat.contract().Sample) == "routing_key"
 
 
 def test_a_sample_class_without_routing_field_is_rejected_by_name():
@@ -127,6 +119,7 @@ def test_a_sample_class_without_routing_field_is_rejected_by_name():
 def test_build_sample_sets_routing_key_on_either_generation():
     assert build_sample(sample.Sample, routing_key="k", index=1).routing_key == "k"
     assert build_sample(SessionIdSample, routing_key="k", index=1).session_id == "k"
+    assert routing_field_of(SessionIdSample) == "session_id"
 
 
 def test_build_sample_skips_unset_fields_the_older_sample_lacks():

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from miles_verifiers.trainer.contract import (
+from miles_verifiers_testkit.miles.contract import (
     DynamicFilterOutput,
     MetricGatherer,
     RolloutFnBaseInput,

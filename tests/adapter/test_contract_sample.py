@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from miles_verifiers.trainer.contract import AdapterRef, RewardSpec, Sample
+from miles_verifiers_testkit.miles.contract import AdapterRef, RewardSpec, Sample
 
 EXPECTED_FIELDS = [
     ("group_index", None),

@@ -9,7 +9,6 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers.protocol.records import ErrorRecord, trace_record
-from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.conversion import (
     MissingLogprobsError,
     MultipleBranchesError,
@@ -18,6 +17,7 @@ from miles_verifiers.trainer.conversion import (
     convert_group,
     trace_to_sample,
 )
+from miles_verifiers_testkit.miles.contract import Sample
 
 
 def convert(trace, **kwargs) -> Sample:

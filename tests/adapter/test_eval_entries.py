@@ -14,11 +14,11 @@ from miles_verifiers.protocol.records import (
     TraceRecord,
     trace_record,
 )
-from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.evaluation import EvalSetup, evaluate, group_entries
 from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.training import UnsupportedRequestRunError
+from miles_verifiers_testkit.miles.contract import Sample
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers.protocol.records import trace_record
-from miles_verifiers.trainer.contract import Sample
 from miles_verifiers.trainer.metrics import (
     TraceSummary,
     drop_metrics,
@@ -19,6 +18,7 @@ from miles_verifiers.trainer.metrics import (
     trace_metrics,
     with_eval_prefix,
 )
+from miles_verifiers_testkit.miles.contract import Sample
 
 
 def summary(

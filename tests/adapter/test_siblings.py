@@ -12,8 +12,6 @@ import verifiers.v1 as vf
 
 from miles_verifiers import AdapterSettings
 from miles_verifiers.protocol.records import TraceRecord, trace_record
-from miles_verifiers.trainer.contract import Sample
-from miles_verifiers.trainer.contract.filters import call_dynamic_filter
 from miles_verifiers.trainer.conversion import (
     BranchPolicy,
     MultipleBranchesError,
@@ -34,6 +32,7 @@ from miles_verifiers.trainer.training import (
     judge_group,
 )
 from miles_verifiers_testkit.miles import flatten
+from miles_verifiers_testkit.miles.contract import Sample, call_dynamic_filter
 
 SIBLINGS = BranchPolicy.SIBLINGS
 

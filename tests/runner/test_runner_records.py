@@ -8,7 +8,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from miles_verifiers.trainer.contract import Sample
+from miles_verifiers_testkit.miles.contract import Sample
 from miles_verifiers_testkit.runner.records import (
     eval_records,
     flatten_samples,

@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from miles_verifiers.trainer.contract import Sample
+from miles_verifiers_testkit.miles.contract import Sample
 from miles_verifiers_testkit.runner.summary import RunTally, eval_table, id_ranges, summary_table
 
 

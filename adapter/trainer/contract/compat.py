@@ -1,13 +1,13 @@
-"""The one place that decides whose contract types the adapter uses: Miles' or the port's.
+"""Whose rollout-function contract types a run uses: Miles' own, or the test kit's port.
 
-Inside a Miles run the rollout function must hand back Miles' own classes (Miles checks
-``isinstance`` on its outputs and wraps anything else), so when ``miles`` is importable its
-types are used. Everywhere else the project's port (:mod:`miles_verifiers.trainer.contract`) stands
-in. ``MILES_VERIFIERS_CONTRACT=port|miles|auto`` overrides the choice (default ``auto``).
+Inside a Miles run the rollout function must hand back Miles' classes (Miles checks
+``isinstance`` on its outputs), so they are used whenever ``miles`` is importable. Without
+Miles (tests, dry runs) the test kit's port stands in, found through the kit's
+``miles_verifiers.contract`` entry point: the adapter never imports the kit by name.
+``MILES_VERIFIERS_CONTRACT=miles|port|auto`` overrides the choice (default ``auto``).
 
-Two generations of Miles' ``Sample`` exist: the current one routes by ``routing_key``, while
-miles-rl 0.0.2 has ``session_id`` instead (and lacks a few newer fields). The helpers here
-(:func:`set_routing_key`, :func:`build_sample`) work with either.
+Miles' ``Sample`` routes by ``routing_key``; miles-rl 0.0.2's by ``session_id`` (and lacks a
+few newer fields). :func:`build_sample` works with either.
 """
 
 from __future__ import annotations
@@ -19,28 +19,42 @@ import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any, Literal
 
 from miles_verifiers.errors import SetupError
 
 CONTRACT_ENV_VAR = "MILES_VERIFIERS_CONTRACT"
+PORT_ENTRY_POINT_GROUP = "miles_verifiers.contract"
+KIT_INSTALL_HINT = "pip install miles-verifiers-testkit, or pip install ./fixtures from a checkout"
+
+# The Miles module defining each name a run uses; the port defines them all in one.
+MILES_MODULES: Mapping[str, tuple[str, ...]] = {
+    "miles.utils.types": ("Sample",),
+    "miles.rollout.base_types": (
+        "RolloutFnConstructorInput",
+        "RolloutFnTrainInput",
+        "RolloutFnEvalInput",
+        "RolloutFnTrainOutput",
+        "RolloutFnEvalOutput",
+    ),
+    "miles.rollout.filter_hub.base_types": ("DynamicFilterOutput", "call_dynamic_filter"),
+}
 
 # Field that carries the router's routing key, newest generation first.
 ROUTING_KEY_FIELDS: tuple[str, ...] = ("routing_key", "session_id")
 
-ContractSource = Literal["miles", "port"]
-
 
 class ContractUnavailableError(SetupError, ImportError):
-    """Miles' contract types were required (or Miles is installed) but cannot be imported."""
+    """Neither Miles' contract types nor the test kit's port can be used."""
 
 
 @dataclass(frozen=True)
 class Contract:
     """The contract types one run uses, all from the same source."""
 
-    source: ContractSource
+    source: Literal["miles", "port"]
     Sample: type
     RolloutFnConstructorInput: type
     RolloutFnTrainInput: type
@@ -48,36 +62,21 @@ class Contract:
     RolloutFnTrainOutput: type
     RolloutFnEvalOutput: type
     DynamicFilterOutput: type
-    MetricGatherer: type
     call_dynamic_filter: Callable[..., Any]
-
-    @property
-    def routing_field(self) -> str:
-        return routing_field_of(self.Sample)
-
-
-def _build(
-    source: ContractSource, types: ModuleType, base: ModuleType, filters: ModuleType
-) -> Contract:
-    return Contract(
-        source=source,
-        Sample=types.Sample,
-        RolloutFnConstructorInput=base.RolloutFnConstructorInput,
-        RolloutFnTrainInput=base.RolloutFnTrainInput,
-        RolloutFnEvalInput=base.RolloutFnEvalInput,
-        RolloutFnTrainOutput=base.RolloutFnTrainOutput,
-        RolloutFnEvalOutput=base.RolloutFnEvalOutput,
-        DynamicFilterOutput=filters.DynamicFilterOutput,
-        MetricGatherer=filters.MetricGatherer,
-        call_dynamic_filter=filters.call_dynamic_filter,
-    )
 
 
 def port_contract() -> Contract:
-    """The project's own port of the contract (no Miles needed)."""
-    from miles_verifiers.trainer.contract import filters, rollout, sample
-
-    return _build("port", sample, rollout, filters)
+    """The test kit's port of the contract; raises when the kit is not installed."""
+    found = sorted(entry_points(group=PORT_ENTRY_POINT_GROUP), key=lambda point: point.name)
+    if not found:
+        raise ContractUnavailableError(
+            "Miles' rollout contract types are needed, and neither Miles nor the test kit's "
+            "port of them is installed. The rollout function runs inside Miles, which provides "
+            f"them; tests and dry runs without Miles need the test kit ({KIT_INSTALL_HINT})."
+        )
+    port = found[0].load()
+    names = [name for module_names in MILES_MODULES.values() for name in module_names]
+    return Contract("port", **{name: getattr(port, name) for name in names})
 
 
 def miles_contract(
@@ -85,17 +84,19 @@ def miles_contract(
 ) -> Contract:
     """Miles' own contract types; raises :class:`ContractUnavailableError` if they won't import."""
     try:
-        types = import_module("miles.utils.types")
-        base = import_module("miles.rollout.base_types")
-        filters = import_module("miles.rollout.filter_hub.base_types")
+        types = {
+            name: getattr(import_module(module), name)
+            for module, names in MILES_MODULES.items()
+            for name in names
+        }
     except ImportError as error:
         raise ContractUnavailableError(
             "Miles is installed but its rollout contract could not be imported "
             f"({type(error).__name__}: {error}). Fix the Miles install (its own dependencies "
-            f"such as torch and ray must import), or set {CONTRACT_ENV_VAR}=port to run on "
-            "the project's port without Miles."
+            f"such as torch and ray must import), or, for tests and dry runs, set "
+            f"{CONTRACT_ENV_VAR}=port to use the test kit's port instead."
         ) from error
-    return _build("miles", types, base, filters)
+    return Contract("miles", **types)
 
 
 def resolve_contract(
@@ -103,21 +104,19 @@ def resolve_contract(
     find_spec: Callable[[str], Any] = importlib.util.find_spec,
     import_module: Callable[[str], ModuleType] = importlib.import_module,
 ) -> Contract:
-    """Pick the contract: Miles' when ``miles`` is importable, else the port.
+    """Miles' types when ``miles`` is importable, else the test kit's port.
 
     A Miles install that is present but broken is an error rather than a silent fallback:
-    handing the port's classes to a real Miles would fail later and far less clearly.
+    the port's classes handed to a real Miles would fail later and far less clearly.
     """
     env = os.environ if environ is None else environ
     choice = (env.get(CONTRACT_ENV_VAR) or "auto").strip().lower()
     if choice not in ("auto", "miles", "port"):
         raise ValueError(
             f"{CONTRACT_ENV_VAR}={env.get(CONTRACT_ENV_VAR)!r} is not a contract choice; "
-            "use 'auto' (Miles when importable), 'miles' or 'port'."
+            "use 'auto' (Miles when importable), 'miles' or 'port' (the test kit's port)."
         )
-    if choice == "port":
-        return port_contract()
-    if choice == "auto" and find_spec("miles") is None:
+    if choice == "port" or (choice == "auto" and find_spec("miles") is None):
         return port_contract()
     return miles_contract(import_module)
 
@@ -126,9 +125,6 @@ def resolve_contract(
 def contract() -> Contract:
     """The process-wide choice, resolved once from the environment."""
     return resolve_contract()
-
-
-# -- Sample helpers that work on both Sample generations --------------------------------
 
 
 def sample_field_names(sample_cls: type) -> frozenset[str]:
@@ -148,14 +144,6 @@ def routing_field_of(sample_cls: type) -> str:
     )
 
 
-def set_routing_key(sample: Any, key: str | None) -> None:
-    setattr(sample, routing_field_of(type(sample)), key)
-
-
-def get_routing_key(sample: Any) -> str | None:
-    return getattr(sample, routing_field_of(type(sample)))
-
-
 def build_sample(sample_cls: type, *, routing_key: str | None = None, **fields: Any) -> Any:
     """Construct ``sample_cls`` from ``fields``, whichever Sample generation it is.
 
@@ -173,5 +161,5 @@ def build_sample(sample_cls: type, *, routing_key: str | None = None, **fields: 
         )
     sample = sample_cls(**{k: v for k, v in fields.items() if k in names})
     if routing_key is not None:
-        set_routing_key(sample, routing_key)
+        setattr(sample, routing_field_of(sample_cls), routing_key)
     return sample
