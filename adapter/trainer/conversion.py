@@ -1,24 +1,14 @@
-"""Verifiers traces to Miles samples.
+"""Trace records to Miles samples.
 
-A branch (root-to-leaf path of a trace's message graph) is a token sequence Miles trains on.
-The sample's prompt ends where the branch's first sampled token starts; everything after it is
-the "response", with a loss mask that is 1 on model-sampled tokens and 0 on tool/user/template
-tokens of later turns, and the engine's log-probs aligned to it.
-
-How a trace with several branches is treated is the :class:`BranchPolicy`: ``reject`` refuses
-it (one sample per trace), ``siblings`` makes every trainable branch a sample sharing the
-trace's ``rollout_id`` and reward. A sampled turn several branches share is trained in the
-first branch that holds it only; later branches keep it as context with loss mask 0.
-
-Functions here are pure over trace records (:class:`~miles_verifiers.protocol.records.TraceRecord`
-and its branch and node records: what the episode side, in this process or a worker, made of
-Verifiers' ``Trace``) and return the contract ``Sample`` chosen by
-:mod:`miles_verifiers.trainer.contract.compat` unless a class is passed in.
+A branch (a root-to-leaf path of a trace's message graph) is one token sequence: the prompt ends
+at its first sampled token, the response after it has loss mask 1 on model-sampled tokens and 0
+on tool/user/template tokens, with the engine's log-probs aligned. :class:`BranchPolicy` says
+what a trace with several branches becomes (README: multi-branch traces).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, cast
@@ -32,7 +22,6 @@ from miles_verifiers.protocol.records import (
     serialize_prompt,
 )
 from miles_verifiers.trainer.contract.compat import build_sample, contract
-from miles_verifiers.trainer.metrics import DROP_EMPTY_TRACE
 
 # Key under which the verifiers total reward is stored in a dict-shaped reward.
 TOTAL_REWARD_KEY = "reward"
@@ -82,58 +71,49 @@ class RewardKeyError(ConversionError):
     """``--reward-key`` names a reward the trace does not have."""
 
 
-# -- pieces -----------------------------------------------------------------------------------
-
-
 def looks_like_engine_abort(error: Any) -> bool:
     """True for a trace error that records an SGLang abort rather than a failure."""
     return recorded_error_code(error) == ENGINE_ABORTED_CODE
 
 
 def looks_like_contract_breach(error: Any) -> bool:
-    """True for a trace error recording an engine answer the transport refused as untrustworthy
-    (positive logprobs, too many tokens, ids outside the vocabulary, misaligned metadata)."""
+    """True for a trace error recording an engine answer the transport refused as untrustworthy."""
     return recorded_error_code(error) == UNUSABLE_ANSWER_CODE
 
 
 def trace_reward(
-    trace: TraceRecord, reward_key: str | None, *, key_flag: str = "--reward-key"
+    trace: TraceRecord | None,
+    reward_key: str | None,
+    *,
+    key_flag: str = "--reward-key",
+    strict: bool = True,
 ) -> float | dict[str, float]:
     """The reward in the shape ``--reward-key`` asks for.
 
-    No key: the verifiers total (sum of weighted rewards) as a float. A key: every reward
-    component plus the total under ``"reward"`` (a component of that name is shadowed by the
-    total). A clean trace must have the key; an errored trace, whose rewards verifiers left
-    empty and whose total is 0, reads 0.0 for it. ``key_flag`` is the flag named in the
-    error (evaluation reads ``--eval-reward-key``).
+    No key: the verifiers total as a float. A key: every reward component plus the total under
+    ``"reward"`` (shadowing a component of that name). A clean trace must have the key (else
+    :class:`RewardKeyError` naming ``key_flag``); a failed trace, no trace, or ``strict=False``
+    reads 0.0 for a missing one.
     """
-    total = float(trace.reward)
+    total = float(trace.reward) if trace is not None else 0.0
     if not reward_key:
         return total
-    rewards = {name: float(value) for name, value in trace.rewards.items()}
+    rewards = {k: float(v) for k, v in (trace.rewards.items() if trace is not None else ())}
     rewards[TOTAL_REWARD_KEY] = total
     if reward_key not in rewards:
-        if trace.failed:
-            rewards[reward_key] = 0.0
-        else:
+        if strict and trace is not None and not trace.failed:
             raise RewardKeyError(
                 f"{key_flag} {reward_key!r} is not a reward of trace {trace.id}; it has "
                 f'{sorted(rewards)}. Fix: pass one of those as {key_flag} ("reward" is the '
                 f"weighted total), or leave {key_flag} unset to use the total."
             )
+        rewards[reward_key] = 0.0
     return rewards
 
 
-# Verifiers' stop conditions, as the worker's Verifiers names them, that end a clean trace
-# short of where it would have gone: Miles trains those as TRUNCATED. 0.2.0: the turn and token
-# caps, ``context_length`` (an overlong prompt) and ``harness_timeout``; 0.4.0 drops the last
-# two (an overlong prompt is a provider error there) and adds ``compaction_failed``. A 0.4 agent
-# timeout is a stop, not a failure: the trace stays ok and is scored, and Verifiers stamps it
-# ``is_timeout``, which is read as such (TRUNCATED, the reason in the metadata). A trace
-# Verifiers judged failed (not ok; 0.2: an error recorded) is FAILED, or ABORTED for an engine
-# abort; a trace that recovered under retries is not failed. Any other clean stop
-# (``agent_completed``, an environment's own ``@stop`` such as ``user_done``) is COMPLETED,
-# unless its last turn hit the length limit (the worker's ``is_truncated`` says so).
+# Stop conditions that end a clean trace short (Miles trains them as TRUNCATED), as 0.2 and 0.4
+# name them; a 0.4 agent timeout is a stop too (``is_timeout``). Any other clean stop is
+# COMPLETED unless its last turn hit the length limit (``is_truncated``).
 TRUNCATING_STOPS = frozenset(
     {
         "max_turns",
@@ -147,18 +127,17 @@ TRUNCATING_STOPS = frozenset(
 )
 
 
-def sample_status(trace: TraceRecord, status_enum: Any, is_abort: Callable[[Any], bool]) -> Any:
+def sample_status(trace: TraceRecord, status_enum: Any) -> Any:
     """ABORTED (engine abort) > FAILED (any other failure) > TRUNCATED > COMPLETED."""
     if trace.failed:
-        return status_enum.ABORTED if is_abort(trace.error) else status_enum.FAILED
+        return status_enum.ABORTED if looks_like_engine_abort(trace.error) else status_enum.FAILED
     if trace.is_timeout or trace.stop_condition in TRUNCATING_STOPS or trace.is_truncated:
         return status_enum.TRUNCATED
     return status_enum.COMPLETED
 
 
 def verdict_metadata(trace: TraceRecord) -> dict[str, Any]:
-    """What the sample says of Verifiers' verdicts: the error of a failed trace, a timeout,
-    and how many errors a recovered trace or episode kept from its retried attempts."""
+    """The error of a failed trace, a timeout, and the errors a recovered trace or episode kept."""
     info: dict[str, Any] = {}
     if trace.failed and trace.error is not None:
         info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
@@ -172,8 +151,7 @@ def verdict_metadata(trace: TraceRecord) -> dict[str, Any]:
 
 
 def _check_logprobs(trace_id: str, nodes: Sequence[NodeRecord]) -> None:
-    # Branch.logprobs fills 0.0 where a sampled node has no log-prob; a 0.0 log-prob claims
-    # probability 1, so training on it would be silently wrong.
+    # A sampled node without its log-probs reads 0.0 (probability 1): silently wrong to train on.
     for position, node in enumerate(nodes):
         sampled = sum(1 for m in node.mask if m)
         if sampled and len(node.logprobs) != sampled:
@@ -191,10 +169,6 @@ class BranchTokens:
     prompt_length: int
     loss_mask: list[int]
     rollout_log_probs: list[float]
-
-    @property
-    def response_length(self) -> int:
-        return len(self.tokens) - self.prompt_length
 
 
 def branch_tokens(trace_id: str, branch: BranchRecord) -> BranchTokens:
@@ -219,13 +193,8 @@ def branch_tokens(trace_id: str, branch: BranchRecord) -> BranchTokens:
 
 
 def node_keys(branch: BranchRecord) -> list[Hashable]:
-    """One identity per node of ``branch``: equal keys in two branches of a trace mean the
-    same node of its message graph.
-
-    A node is known by its ``node_id``. A record from a worker that sends no ids falls back on
-    the path: a node is the same as another when everything from the root up to and including
-    it is.
-    """
+    """One identity per node: its ``node_id``, else (a worker that sends no ids) the path from
+    the root up to and including it, so equal keys in two branches mean the same node."""
     keys: list[Hashable] = []
     path: Hashable = None
     cursor = 0
@@ -251,32 +220,15 @@ def fresh_mask(branch: BranchRecord, trained: set[Hashable]) -> list[bool]:
     return mask
 
 
-@dataclass(frozen=True)
-class TrainableBranch:
-    """A branch to train: its position among the trace's branches and its split tokens
-    (the loss mask already 0 on sampled turns an earlier branch trains)."""
-
-    branch: BranchRecord
-    position: int
-    split: BranchTokens
-
-
-def is_trainable(branch: BranchRecord) -> bool:
-    """Verifiers marks untrainable branches (>= 0.4: an abandoned compaction attempt); older
-    versions have no such flag and their records say every branch is trainable."""
-    return branch.trainable
-
-
-def trainable_branches(trace_id: str, branches: Sequence[BranchRecord]) -> list[TrainableBranch]:
-    """The trainable branches in graph order, each sampled token trained once overall.
-
-    A branch whose sampled turns earlier branches already train, and an untrainable branch,
-    are left out (an untrainable branch's turns stay trainable in a later branch holding them).
-    """
+def trainable_branches(
+    trace_id: str, branches: Sequence[BranchRecord]
+) -> list[tuple[BranchRecord, BranchTokens]]:
+    """The trainable branches in graph order, each sampled token trained once overall: a branch
+    with nothing left to train, or marked untrainable by Verifiers, is left out."""
     trained: set[Hashable] = set()
-    chosen: list[TrainableBranch] = []
+    chosen = []
     for position, branch in enumerate(branches):
-        if not is_trainable(branch):
+        if not branch.trainable:
             continue
         split = branch_tokens(trace_id, branch)
         mask = fresh_mask(branch, trained)
@@ -296,11 +248,15 @@ def trainable_branches(trace_id: str, branches: Sequence[BranchRecord]) -> list[
             loss_mask=[int(m) for m in mask[first:]],
             rollout_log_probs=[float(lp) for lp in list(branch.logprobs)[first:]],
         )
-        chosen.append(TrainableBranch(branch, position, split))
+        chosen.append((branch, split))
     return chosen
 
 
-# -- one trace, one group ---------------------------------------------------------------------
+def _branches(trace: TraceRecord, policy: BranchPolicy) -> list[BranchRecord]:
+    branches = list(trace.branches)
+    if policy is BranchPolicy.REJECT and len(branches) > 1:
+        raise MultipleBranchesError(trace.id, len(branches))
+    return branches
 
 
 def trace_to_samples(
@@ -312,50 +268,33 @@ def trace_to_samples(
     reward_key: str | None = None,
     weight_version: int | str | None = None,
     sample_cls: type | None = None,
-    extra_metadata: Mapping[str, Any] | None = None,
-    is_abort: Callable[[Any], bool] = looks_like_engine_abort,
 ) -> list[Any]:
-    """The samples for ``trace``: empty when it has nothing to train (no model turn was
-    committed, e.g. an overlong first prompt), which the caller should treat as an empty trace.
+    """The training samples of ``trace``; empty when no model turn was committed.
 
-    ``reject``: one sample, and :class:`MultipleBranchesError` for several branches.
-    ``siblings``: one sample per trainable branch (see :func:`trainable_branches`), all with
-    ``rollout_id = index`` (the rollout's position, so stable across calls and resumes), the
-    trace's one reward, and ``metadata["verifiers"]["branch"]`` saying which of how many.
-    ``weight_version`` is the engine weight version the rollout ran under; ``extra_metadata``
-    is merged into ``Sample.metadata``.
+    ``reject``: one sample (:class:`MultipleBranchesError` for several branches). ``siblings``:
+    one per trainable branch, all with ``rollout_id = index`` and the trace's one reward, and
+    ``metadata["verifiers"]["branch"]`` saying which of how many.
     """
-    branches = list(trace.branches)
-    if not branches:
-        return []
-    if policy is BranchPolicy.REJECT and len(branches) > 1:
-        raise MultipleBranchesError(trace.id, len(branches))
+    branches = _branches(trace, policy)
     chosen = trainable_branches(trace.id, branches)
     siblings = policy is BranchPolicy.SIBLINGS
-    made = []
-    for number, trainable in enumerate(chosen):
-        branch_info = (
+    return [
+        _branch_sample(
+            trace,
+            branch,
+            split,
             {"branch": {"number": number, "of": len(chosen), "graph_branches": len(branches)}}
             if siblings
-            else {}
+            else {},
+            group_index=group_index,
+            index=index,
+            rollout_id=index if siblings else None,
+            reward_key=reward_key,
+            weight_version=weight_version,
+            sample_cls=sample_cls,
         )
-        made.append(
-            _branch_sample(
-                trace,
-                trainable.branch,
-                trainable.split,
-                group_index=group_index,
-                index=index,
-                rollout_id=index if siblings else None,
-                reward_key=reward_key,
-                weight_version=weight_version,
-                sample_cls=sample_cls,
-                extra_metadata=extra_metadata,
-                branch_info=branch_info,
-                is_abort=is_abort,
-            )
-        )
-    return made
+        for number, (branch, split) in enumerate(chosen)
+    ]
 
 
 def trace_to_sample(
@@ -367,18 +306,11 @@ def trace_to_sample(
     reward_key: str | None = None,
     weight_version: int | str | None = None,
     sample_cls: type | None = None,
-    extra_metadata: Mapping[str, Any] | None = None,
-    is_abort: Callable[[Any], bool] = looks_like_engine_abort,
 ) -> Any | None:
     """One sample standing for the whole trace (an evaluation entry), or None when it has no
-    branch. ``reject`` refuses several branches; ``siblings`` takes the last trainable branch
-    (the latest context, where the rollout ended) with every sampled token it holds."""
-    branches = list(trace.branches)
-    if not branches:
-        return None
-    if policy is BranchPolicy.REJECT and len(branches) > 1:
-        raise MultipleBranchesError(trace.id, len(branches))
-    candidates = [b for b in branches if is_trainable(b)]
+    trainable branch: its last trainable branch with every sampled token it holds."""
+    branches = _branches(trace, policy)
+    candidates = [b for b in branches if b.trainable]
     if not candidates:
         return None
     branch = candidates[-1]
@@ -386,15 +318,13 @@ def trace_to_sample(
         trace,
         branch,
         branch_tokens(trace.id, branch),
+        {"branch": {"graph_branches": len(branches)}} if len(branches) > 1 else {},
         group_index=group_index,
         index=index,
         rollout_id=None,
         reward_key=reward_key,
         weight_version=weight_version,
         sample_cls=sample_cls,
-        extra_metadata=extra_metadata,
-        branch_info={"branch": {"graph_branches": len(branches)}} if len(branches) > 1 else {},
-        is_abort=is_abort,
     )
 
 
@@ -402,6 +332,7 @@ def _branch_sample(
     trace: TraceRecord,
     branch: BranchRecord,
     split: BranchTokens,
+    branch_info: dict[str, Any],
     *,
     group_index: int,
     index: int,
@@ -409,13 +340,9 @@ def _branch_sample(
     reward_key: str | None,
     weight_version: int | str | None,
     sample_cls: type | None,
-    extra_metadata: Mapping[str, Any] | None,
-    branch_info: Mapping[str, Any],
-    is_abort: Callable[[Any], bool],
 ) -> Any:
     cls = sample_cls if sample_cls is not None else contract().Sample
     task = trace.task
-
     info: dict[str, Any] = {
         "trace_id": trace.id,
         "branch_index": branch.index,
@@ -425,12 +352,8 @@ def _branch_sample(
         "stop_condition": trace.stop_condition,
         "num_turns": branch.num_turns,
         **branch_info,
+        **verdict_metadata(trace),
     }
-    info.update(verdict_metadata(trace))
-    metadata: dict[str, Any] = {METADATA_KEY: info}
-    if extra_metadata:
-        metadata.update(extra_metadata)
-
     sample = build_sample(
         cls,
         routing_key=trace.id,
@@ -441,29 +364,22 @@ def _branch_sample(
         prompt=serialize_prompt(task.prompt),
         tokens=split.tokens,
         response=trace.last_reply,
-        response_length=split.response_length,
+        response_length=len(split.tokens) - split.prompt_length,
         label=task.label,
         reward=trace_reward(trace, reward_key),
         loss_mask=split.loss_mask,
         rollout_log_probs=split.rollout_log_probs,
         weight_versions=[] if weight_version is None else [str(weight_version)],
-        status=sample_status(trace, cast(Any, cls).Status, is_abort),
-        metadata=metadata,
+        status=sample_status(trace, cast(Any, cls).Status),
+        metadata={METADATA_KEY: info},
     )
-    record_prefix_cache(sample, trace.prefix_cache)
+    # Where Miles reads rollout/prefix_cache_hit_rate (a Miles without the field: left as is).
+    cache = getattr(sample, "prefix_cache_info", None)
+    if cache is not None and trace.prefix_cache is not None:
+        cache.cached_tokens = trace.prefix_cache.cached_tokens
+        cache.total_prompt_tokens = trace.prefix_cache.prompt_tokens
     sample.validate()
     return sample
-
-
-def record_prefix_cache(sample: Any, usage: Any) -> None:
-    """Put the engine's prompt and cached-token counts of a trace on its sample, where Miles
-    reads them for ``rollout/prefix_cache_hit_rate`` (samples of a Miles without the field,
-    or traces the engine never answered, are left as they are)."""
-    info = getattr(sample, "prefix_cache_info", None)
-    if info is None or usage is None:
-        return
-    info.cached_tokens = usage.cached_tokens
-    info.total_prompt_tokens = usage.prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -480,8 +396,7 @@ class ConvertedGroup:
 
     @property
     def representatives(self) -> list[Any]:
-        """One sample per rollout (its last trainable branch): what stands for the rollout
-        where Miles expects one sample per rollout (dynamic filter, per-rollout metrics)."""
+        """One sample per rollout (its last trainable branch), where Miles expects one."""
         return [rollout[-1] for rollout in self.per_trace if rollout]
 
     @property
@@ -490,30 +405,15 @@ class ConvertedGroup:
         return [list(rollout) for rollout in self.per_trace if rollout]
 
     @property
-    def has_siblings(self) -> bool:
-        """Whether a rollout of the group has more than one sample."""
-        return any(len(rollout) > 1 for rollout in self.per_trace)
-
-    @property
     def complete(self) -> bool:
         return all(self.per_trace)
 
-    @property
-    def drop_reason(self) -> str | None:
-        """Why training should drop this group (None: keep it)."""
-        return None if self.complete else DROP_EMPTY_TRACE
-
 
 def training_output(groups: Sequence[ConvertedGroup]) -> list[list[Any]]:
-    """A training call's groups as Miles' output holds them.
-
-    Flat lists of samples while no rollout of the call has siblings. Otherwise every group is
-    one list per rollout, a one-branch rollout included: Miles wants the siblings of a rollout
-    in a list of their own (at depth 2, sharing one ``rollout_id``), and its manager flattens
-    the output a whole level at a time while the first item is a list, so a call whose groups
-    nest to different depths would leave lists among the samples it trains on.
-    """
-    if any(group.has_siblings for group in groups):
+    """A training call's groups as Miles' output holds them: flat lists of samples, or, once a
+    rollout of the call has siblings, every group as one list per rollout (Miles' manager
+    flattens a whole level at a time, so all groups must nest alike)."""
+    if any(len(rollout) > 1 for group in groups for rollout in group.per_trace):
         return [group.rollouts for group in groups]
     return [group.samples for group in groups]
 
@@ -527,15 +427,8 @@ def convert_group(
     reward_key: str | None = None,
     weight_version: int | str | None = None,
     sample_cls: type | None = None,
-    extra_metadata: Mapping[str, Any] | None = None,
-    is_abort: Callable[[Any], bool] = looks_like_engine_abort,
 ) -> ConvertedGroup:
-    """Convert one task's traces; the i-th trace gets ``index = first_index + i`` (and, with
-    ``siblings``, the same ``rollout_id``).
-
-    Indices follow rollout order, not completion order, so they are reproducible; a natural
-    choice is ``first_index = group_index * n_samples_per_prompt``.
-    """
+    """Convert one task's traces; the i-th gets ``index = first_index + i`` (rollout order)."""
     return ConvertedGroup(
         tuple(
             tuple(
@@ -547,8 +440,6 @@ def convert_group(
                     reward_key=reward_key,
                     weight_version=weight_version,
                     sample_cls=sample_cls,
-                    extra_metadata=extra_metadata,
-                    is_abort=is_abort,
                 )
             )
             for position, trace in enumerate(traces)

@@ -1,26 +1,10 @@
 """The Miles rollout function: :class:`VerifiersRolloutFn` and the legacy :func:`generate_rollout`.
 
-Miles builds the function from ``RolloutFnConstructorInput(args, data_source)`` and then calls
-it once per rollout id with a train input, and now and then with an eval input, from a worker
-thread whose coroutines all run on one persistent event loop. One instance serves both.
-
-Construction checks everything before any episode can run, with the ordered stages of
-:mod:`miles_verifiers.trainer.construction` (installed versions, Miles options, the model identity, the
-hook paths, the transport limits, the ``VERIFIERS_CONFIG`` file, the taskset, ``@group_reward``
-sample counts, the sampling seeds), then it builds the renderer pool (the tokenizer is loaded,
-nothing is sent to the engine: Miles starts SGLang only afterwards, so the router address is
-read from ``args`` at call time).
-
-Each call runs in its own :class:`~miles_verifiers.trainer.backends.call.WorkerCallScope` (its own
-rid prefix; wherever its episodes run, its own Verifiers environment and transport there), so a
-training call and an evaluation call may overlap on one instance without touching each other's
-state or requests. The episodes run on one backend, assembled the same way whichever it is:
-this process (:mod:`miles_verifiers.trainer.backends.in_process`) or episode workers (local processes
-or Ray actors, :mod:`miles_verifiers.trainer.backends.pool`); every backend hands back trace records.
-Training calls are serialized: each continues the task stream where the previous one stopped.
-
-Knobs that are not Miles flags come from :class:`AdapterSettings` (``MILES_VERIFIERS_*``
-environment variables, or the ``settings=`` argument).
+Construction runs every check of :mod:`miles_verifiers.trainer.construction` before any episode
+can run, then starts the episode backend (this process, or worker processes or Ray actors). Each
+call runs in its own :class:`~miles_verifiers.trainer.backends.call.WorkerCallScope` (its own rid
+prefix, environment and transport), so a training and an evaluation call may overlap; training
+calls are serialized, each continuing the task stream where the previous one stopped.
 """
 
 from __future__ import annotations
@@ -70,19 +54,13 @@ logger = logging.getLogger(__name__)
 ENV_PREFIX = "MILES_VERIFIERS_"
 
 
-# -- settings that are not Miles flags -------------------------------------------------------------
-
-
 class SettingsError(SetupError, ValueError):
     """A ``MILES_VERIFIERS_*`` environment variable has a value the adapter cannot use."""
 
 
 class AdapterSettings(BaseSettings):
-    """The adapter's own knobs. Each field can be set with ``MILES_VERIFIERS_<FIELD>`` (upper case).
-
-    Keyword arguments win over the environment; an empty variable counts as unset. Durations
-    must be finite: an endless wait would never end, or fail deep inside asyncio instead of here.
-    """
+    """The adapter's own knobs, each settable as ``MILES_VERIFIERS_<FIELD>`` (keyword arguments
+    win; an empty variable is unset). Durations must be finite: an endless wait would never end."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
@@ -234,7 +212,6 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         over_sampling_batch_size=options.over_sampling_batch_size,
         max_dispatched=default_dispatch_budget(first_batch, settings.dispatch_budget_factor),
         reward_key=options.train.reward_key,
-        episode_deadline_s=settings.episode_timeout_s,
         hooks=hooks,
         sample_cls=chosen.Sample,
         call_dynamic_filter=chosen.call_dynamic_filter,
@@ -244,7 +221,6 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         tasks=tasks,
         n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
         reward_key=options.eval.reward_key,
-        episode_deadline_s=settings.episode_timeout_s,
         max_groups_in_flight=settings.eval_groups_in_flight,
         env_id=description.env_id,
         hooks=hooks,
@@ -268,9 +244,8 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
 
 
 def run_versions(description: Description, settings: AdapterSettings) -> dict[str, Any]:
-    """What each side runs: ``trainer`` (this process), ``episodes`` (this process's again, or
-    what the workers' interpreter reported when it described the taskset) and
-    ``episode_python``, the workers' interpreter (None: the episodes run in this process)."""
+    """What each side runs: ``trainer``, ``episodes`` (as the workers' interpreter reported) and
+    ``episode_python`` (None: the episodes run in this process)."""
     from miles_verifiers.protocol.versions import process_versions
 
     trainer = process_versions()
@@ -293,8 +268,7 @@ def _log_versions(description: Description, settings: AdapterSettings) -> None:
 
 
 def _episode_backend(run: _Run) -> EpisodeBackend:
-    """Where the episodes run, given their setup: this process (set up now) or a worker pool
-    (each worker gets the setup when it starts, at a call's first group)."""
+    """The started episode backend (a worker gets the setup at a call's first group)."""
     settings = run.settings
     if settings.episode_worker_backend == "ray":
         from miles_verifiers.trainer.backends.ray import require_ray
@@ -335,17 +309,9 @@ class _LoopLock:
             return entry[1]
 
 
-# -- the rollout function ------------------------------------------------------------------------------
-
-
 class VerifiersRolloutFn:
-    """Miles' class-path rollout function for a Verifiers V1 taskset.
-
-    ``await fn(RolloutFnTrainInput(rollout_id=k))`` returns ``RolloutFnTrainOutput`` with
-    exactly ``--rollout-batch-size`` groups of ``--n-samples-per-prompt`` samples, in task
-    order; ``await fn(RolloutFnEvalInput(rollout_id=k))`` returns ``RolloutFnEvalOutput`` for
-    every task (see :mod:`miles_verifiers.trainer.evaluation`).
-    """
+    """Miles' class-path rollout function for a Verifiers V1 taskset: a train input gives
+    ``--rollout-batch-size`` groups in task order, an eval input every task's entries."""
 
     def __init__(self, input: Any, *, settings: AdapterSettings | None = None) -> None:
         self.args = input.args
@@ -374,7 +340,6 @@ class VerifiersRolloutFn:
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
         self._workers = _episode_backend(self._run)
-        # Sampling keys the router drops, warned about once per rollout function.
         # Workers are stopped on close(), when this instance is collected, and at exit.
         self._stop_workers = weakref.finalize(self, self._workers.close)
 
@@ -385,29 +350,14 @@ class VerifiersRolloutFn:
             self._release_save()
 
     @property
-    def options(self) -> MilesOptions:
-        return self._run.options
-
-    @property
     def versions(self) -> dict[str, Any]:
-        """What each side runs (see :func:`run_versions`); ``miles-verifiers rollout`` records
-        it in its metrics file."""
+        """What each side runs (``miles-verifiers rollout`` records it)."""
         return run_versions(self._run.description, self.settings)
-
-    @property
-    def env_id(self) -> str:
-        return self._run.eval.env_id
-
-    @property
-    def task_stream(self) -> TaskStream:
-        return self._stream
 
     async def __call__(self, rollout_input: Any) -> Any:
         if getattr(rollout_input, "evaluation", False):
             return await self.evaluate(rollout_input)
         return await self.train(rollout_input)
-
-    # -- pieces shared by both modes
 
     def _scope(self, mode: str) -> WorkerCallScope:
         # Harnesses reach Verifiers' interception server on localhost with clients that trust
@@ -461,8 +411,6 @@ class VerifiersRolloutFn:
         aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
         await scope.transport.verify_served_model(self._run.model, aliases=aliases)
 
-    # -- training
-
     async def train(self, rollout_input: Any) -> Any:
         rollout_id = int(rollout_input.rollout_id)
         weight_version = getattr(rollout_input, "weight_version", None)
@@ -483,21 +431,15 @@ class VerifiersRolloutFn:
                     runner=scope,
                     data_source=self.data_source,
                     prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
-                    prefill_sampling=self._prefill_sampling(),
+                    prefill_sampling={
+                        "temperature": run.options.train.temperature,
+                        "top_p": run.options.train.top_p,
+                        "top_k": run.options.train.top_k,
+                        "max_new_tokens": run.options.train.max_response_len,
+                    },
                 )
             self._stream.finish(rollout_id, result.cursor_after_dispatch, result.settlement)
         return run.contract.RolloutFnTrainOutput(samples=result.groups, metrics=result.metrics)
-
-    def _prefill_sampling(self) -> dict[str, Any]:
-        sampling = self._run.options.train
-        return {
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k,
-            "max_new_tokens": sampling.max_response_len,
-        }
-
-    # -- evaluation
 
     async def evaluate(self, rollout_input: Any) -> Any:
         run = self._run
@@ -522,15 +464,9 @@ class VerifiersRolloutFn:
         return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 
 
-# -- the legacy entry point --------------------------------------------------------------------------------
-
-
 class _LegacyLoop:
-    """The runner's background loop, started on first use, for synchronous callers.
-
-    Used by :func:`generate_rollout` when Miles' own runner (``miles.utils.async_utils.run``)
-    is not importable; like Miles', it lives as long as the process.
-    """
+    """A background loop started on first use, for :func:`generate_rollout` where Miles' own
+    runner (``miles.utils.async_utils.run``) is not importable; it lives as long as the process."""
 
     def __init__(self) -> None:
         self._loop: BackgroundLoop | None = None
@@ -586,12 +522,8 @@ def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
-    """Miles' legacy rollout entry point (``MILES_USE_LEGACY_ROLLOUT_V1=1``).
-
-    Synchronous: builds (once per ``args``/``data_source``) a :class:`VerifiersRolloutFn`, the
-    same one for training and evaluation, and runs the call on a persistent background event
-    loop (Miles' own when importable). Returns the typed train or eval output.
-    """
+    """Miles' legacy rollout entry point (``MILES_USE_LEGACY_ROLLOUT_V1=1``): one cached
+    :class:`VerifiersRolloutFn` per ``args``/``data_source``, run on a persistent loop."""
     fn = _legacy_instance(args, data_source)
     types = contract()
     rollout_input = (

@@ -1,22 +1,11 @@
 """One training rollout: dispatch task groups, judge them, return the first kept ones in task order.
 
-The task stream and the settling rules live in :mod:`miles_verifiers.trainer.scheduling`; this module
-runs them against real episodes:
-
-* groups are dispatched from the cursor (carry-over first), the over-sampling batch at once and
-  then one replacement per dropped group, within a bounded budget;
-* each finished group is *judged* on its own traces only (episode failure, trace errors, empty
-  traces, Miles reward model, dynamic filter), so whether it is kept never depends on timing;
-* the rollout is settled as soon as its first ``--rollout-batch-size`` kept groups in task order
-  are known; everything later is cancelled and carried over to the next rollout;
-* sample ``group_index`` is the task's stream offset and ``index`` is
-  ``offset * n_samples_per_prompt + k``, so the output is byte-identical whatever the timing;
-  with the ``siblings`` branch policy ``rollout_id`` is that same number on every sample of the
-  rollout; once a rollout of the call has several samples, every group holds one list per
-  rollout (all groups nest alike, as Miles' manager flattens them level by level).
-
-:class:`TaskStream` keeps the cursor across calls and persists it under ``--save``, so a run
-resumed at rollout ``k`` continues exactly where the uninterrupted run would.
+Each finished group is judged on its own traces only, so whether it is kept never depends on
+timing; the rollout settles once its first ``--rollout-batch-size`` kept groups in task order are
+known (:mod:`miles_verifiers.trainer.scheduling`), and later groups are cancelled and carried
+over. Sample ``index`` is ``offset * n_samples_per_prompt + k`` (``rollout_id`` too under the
+``siblings`` policy), so the output is the same whatever the timing. :class:`TaskStream` keeps
+the cursor across calls and persists it under ``--save``.
 """
 
 from __future__ import annotations
@@ -25,7 +14,7 @@ import asyncio
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -47,7 +36,7 @@ from miles_verifiers.trainer.conversion import (
     looks_like_engine_abort,
     training_output,
 )
-from miles_verifiers.trainer.groups import GroupRun, GroupRunner
+from miles_verifiers.trainer.groups import GroupRun, GroupRunner, Spawner
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     DROP_ABORTED,
@@ -104,11 +93,8 @@ class SiblingRewardError(RolloutCallError, ValueError):
 
 
 class ReplacementBudgetError(DispatchBudgetError):
-    """A training call dropped so many groups that it ran out of replacements.
-
-    ``drop_reasons`` counts the drops by reason; ``example_errors`` holds one error text per
-    reason where there was one.
-    """
+    """A training call ran out of replacements; ``drop_reasons`` counts the drops by reason,
+    ``example_errors`` holds one error text per reason where there was one."""
 
     def __init__(
         self,
@@ -123,8 +109,7 @@ class ReplacementBudgetError(DispatchBudgetError):
 
 
 class UniformFailureError(ReplacementBudgetError):
-    """Every episode of a training call's first groups failed the same way; replacements would
-    fail it again, so the call stops with that error instead of spending its budget."""
+    """Every episode of a training call's first groups failed the same way: stop, not replace."""
 
 
 _REASON_HINTS: dict[str, str] = {
@@ -174,8 +159,8 @@ _EPISODE_FAILURES = frozenset({DROP_EPISODE_ERROR, DROP_TRACE_ERROR})
 
 
 def failure_signature(judged: Judged) -> tuple[str, str] | None:
-    """How every episode of a dropped group failed (its drop reason and its error without its
-    numbers, which name tasks and requests), or None when some episode did not fail."""
+    """The drop reason and error (less its numbers) every episode of a dropped group failed
+    with, or None when some episode did not fail."""
     if judged.reason not in _EPISODE_FAILURES or judged.example_error is None:
         return None
     if not all(trace.rollout_failed for trace in judged.traces):
@@ -193,9 +178,6 @@ def _uniform_failure_error(reason: str, example: str, groups: int) -> UniformFai
     )
 
 
-# -- judging one group ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Judged:
     """The verdict on one finished group (deterministic given its traces)."""
@@ -206,10 +188,6 @@ class Judged:
     group: ConvertedGroup | None
     traces: tuple[Any, ...]
     example_error: str | None = None
-
-    @property
-    def converted(self) -> bool:
-        return self.group is not None and bool(self.group.samples)
 
     @property
     def samples(self) -> list[Any]:
@@ -228,20 +206,22 @@ class TrainSetup:
     over_sampling_batch_size: int
     max_dispatched: int
     reward_key: str | None
-    episode_deadline_s: float
     hooks: MilesHooks
     sample_cls: type
     call_dynamic_filter: Callable[..., Any]
     branch_policy: BranchPolicy = BranchPolicy.REJECT
 
 
-def _drop(
-    offset: int,
-    reason: str,
-    run: GroupRun,
-    example: str | None = None,
-) -> Judged:
+def _drop(offset: int, reason: str, run: GroupRun, example: str | None = None) -> Judged:
     return Judged(offset, Outcome.DROPPED, reason, None, run.traces, example)
+
+
+def raise_if_unsupported(error: Any) -> None:
+    """Stop the call on a request the Miles token path cannot serve: every episode would make it."""
+    if error is not None and is_unsupported_request(error):
+        raise UnsupportedRequestRunError(
+            str(error) if isinstance(error, BaseException) else error.message
+        )
 
 
 def check_sibling_rewards(group: ConvertedGroup, flag: str) -> None:
@@ -266,14 +246,10 @@ async def judge_group(
     args: Any,
     weight_version: Any,
 ) -> Judged:
-    """Keep or drop one group. Raises :class:`RolloutSetupError` subclasses (and
-    :class:`MultipleBranchesError`) for problems every group would have.
-
-    The Miles reward model scores every sample (siblings must get one reward); the dynamic
-    filter sees one sample per rollout, as with Miles' own rollout."""
+    """Keep or drop one group; raises for problems every group would have (setup errors,
+    :class:`MultipleBranchesError`). The dynamic filter sees one sample per rollout."""
     if not run.ok:
-        if is_unsupported_request(run.error):
-            raise UnsupportedRequestRunError(str(run.error))
+        raise_if_unsupported(run.error)
         reason = (
             run.failure
             if run.failure in (DROP_EPISODE_TIMEOUT, DROP_WORKER_LOST)
@@ -288,8 +264,7 @@ async def judge_group(
         return _drop(offset, reason, run, describe_error(judged[0]))
     errored = [t for t in run.traces if t.failed]
     for trace in errored:
-        if trace.error is not None and is_unsupported_request(trace.error):
-            raise UnsupportedRequestRunError(trace.error.message)
+        raise_if_unsupported(trace.error)
     breached = [t for t in errored if looks_like_contract_breach(t.error)]
     if breached:
         # Never trained on, and named apart: a faulty engine, not a failing task.
@@ -335,9 +310,6 @@ async def judge_group(
     return Judged(offset, Outcome.KEPT, None, converted, run.traces)
 
 
-# -- one training call -------------------------------------------------------------------------------
-
-
 @dataclass
 class TrainResult:
     groups: list[list[Any]]
@@ -346,12 +318,8 @@ class TrainResult:
     cursor_after_dispatch: Cursor
 
 
-class CallScopeLike(Protocol):
+class CallScopeLike(Spawner, Protocol):
     """The call's task owner: ``spawn`` its work, ``wind_down`` what is left of it."""
-
-    def spawn(
-        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
-    ) -> asyncio.Task[Any]: ...
 
     async def wind_down(self) -> None: ...
 
@@ -376,13 +344,7 @@ class _Dispatcher:
 
     async def _group(self, offset: int) -> Judged:
         run = await self.runner.run(offset, self.setup.order.task_index(offset))
-        return await judge_group(
-            run,
-            offset,
-            self.setup,
-            self.args,
-            self.weight_version,
-        )
+        return await judge_group(run, offset, self.setup, self.args, self.weight_version)
 
     def dispatch(self, count: int) -> None:
         offsets, self.cursor = self.cursor.take(count)
@@ -482,7 +444,7 @@ async def train_rollout(
     # the output nests per rollout, so what they change is what Miles trains.
     flat_groups = [j.samples for j in accepted]
     consumed = sorted((*settlement.accepted, *settlement.dropped))
-    all_groups = [dispatcher.judged[o].samples for o in consumed if dispatcher.judged[o].converted]
+    all_groups = [s for o in consumed if (s := dispatcher.judged[o].samples)]
 
     setup.hooks.filter_samples(args, flat_groups)
     setup.hooks.process_all_samples(args, all_groups, data_source)
@@ -518,18 +480,13 @@ async def train_rollout(
     return TrainResult(groups, metrics, settlement, dispatcher.cursor)
 
 
-# -- the task stream across calls ---------------------------------------------------------------------
-
-
 class TaskStream:
     """The training cursor across calls, persisted under ``--save``.
 
-    The first training call reads the saved state (from ``--load`` when it has one, else
-    ``--save``), validated against this run's task stream; every finished call records where
-    the next one starts, notes Miles' newest checkpoint (``latest_checkpointed_iteration.txt``
-    under ``--save``) so its resume point is kept, and writes the state back. A rollout id with
-    no saved start falls back to ``rollout_id * rollout_batch_size`` (exact for a fresh run;
-    after a restart without state tasks may repeat or be skipped), which is logged once.
+    The first call reads the saved state (``--load``, else ``--save``) checked against this
+    run's stream; every finished call records where the next starts, notes Miles' newest
+    checkpoint, and writes the state back. A rollout id with no saved start falls back to
+    ``rollout_id * rollout_batch_size`` (logged once).
     """
 
     def __init__(
@@ -543,12 +500,10 @@ class TaskStream:
         over_sampling_batch_size: int | None = None,
         plan: CheckpointPlan | None = None,
     ) -> None:
-        self._order = order
         self._batch = rollout_batch_size
         self._save_dir = save_dir
         self._load_dir = load_dir
         self._plan = plan or CheckpointPlan()
-        # What this run would write: a saved state must match it to be used.
         self._identity = SchedulerState.for_order(
             order,
             rollout_batch_size=rollout_batch_size,
@@ -557,10 +512,6 @@ class TaskStream:
         )
         self._state: SchedulerState | None = None
         self._warned_fallback = False
-
-    @property
-    def state(self) -> SchedulerState | None:
-        return self._state
 
     @property
     def identity(self) -> SchedulerState:

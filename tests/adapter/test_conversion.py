@@ -211,12 +211,6 @@ def test_metadata_carries_the_trace_error(single_turn_trace):
     assert error == {"type": "ProviderError", "message": "engine down"}
 
 
-def test_extra_metadata_is_merged(single_turn_trace):
-    assert (
-        convert(single_turn_trace, extra_metadata={"task_offset": 17}).metadata["task_offset"] == 17
-    )
-
-
 # -- identity, routing, weight versions -------------------------------------------------------
 
 
@@ -352,19 +346,13 @@ def test_engine_abort_is_aborted_not_failed(single_turn_trace):
     assert convert(single_turn_trace).status is Sample.Status.ABORTED
 
 
-def test_abort_detection_can_be_replaced(single_turn_trace):
-    single_turn_trace.capture_error(vf.ProviderError("custom abort marker"))
-    sample = convert(single_turn_trace, is_abort=lambda error: "abort" in error.message)
-    assert sample.status is Sample.Status.ABORTED
-
-
 # -- groups -------------------------------------------------------------------------------------
 
 
 def test_group_indices_follow_rollout_order(single_turn_trace, two_turn_trace):
     group = convert_traces([single_turn_trace, two_turn_trace], group_index=3, first_index=6)
     assert [(s.group_index, s.index) for s in group.samples] == [(3, 6), (3, 7)]
-    assert group.complete and group.drop_reason is None
+    assert group.complete
 
 
 def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
@@ -376,7 +364,7 @@ def test_group_with_an_empty_trace_keeps_its_place_and_asks_to_be_dropped(
     )
     assert group.per_trace[0] == () and group.per_trace[1][0].index == 1
     assert [s.index for s in group.samples] == [1]
-    assert group.drop_reason == "empty_trace"
+    assert not group.complete
 
 
 def test_the_engines_prompt_and_cached_tokens_land_on_the_sample(single_turn_trace):

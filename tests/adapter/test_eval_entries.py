@@ -31,7 +31,6 @@ def setup_for(record: TraceRecord, n: int) -> EvalSetup:
         tasks=[record.task],
         n_samples_per_eval_prompt=n,
         reward_key=None,
-        episode_deadline_s=60.0,
         max_groups_in_flight=1,
         env_id="env",
         hooks=MilesHooks(),

@@ -298,7 +298,6 @@ def _setup(hooks: MilesHooks) -> TrainSetup:
         over_sampling_batch_size=1,
         max_dispatched=1,
         reward_key=None,
-        episode_deadline_s=60.0,
         hooks=hooks,
         sample_cls=Sample,
         call_dynamic_filter=call_dynamic_filter,
