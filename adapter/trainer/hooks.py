@@ -1,24 +1,11 @@
 """Miles' own hooks around a rollout: reward models, filters, post-processing, logprob recompute.
 
-What each Miles flag plugs in, and when the rollout function calls it (as Miles' built-in
-rollout and the upstream adapter do):
-
-``--custom-rm-path`` / ``--rm-type`` / ``--group-rm``
-    A Miles reward model replaces the Verifiers reward of every sample of a finished group
-    (the Verifiers rewards stay in ``metadata["verifiers"]["rewards"]``), before the dynamic
-    filter sees the group. ``--group-rm`` scores a whole group in one call (training only).
-``--dynamic-sampling-filter-path``
-    ``fn(args, samples)`` per finished group (flattened); a drop is replaced by the next task.
-``--rollout-sample-filter-path``
-    ``fn(args, groups)`` on the groups a training call returns (it may set ``remove_sample``).
-``--rollout-all-samples-process-path``
-    ``fn(args, groups, data_source)`` on every group the call consumed (returned or dropped).
-``--recompute-logprobs-via-prefill``
-    Miles' prefill helper re-scores the returned samples on the engine (Miles only).
-
-Hooks are loaded at construction, so a wrong path fails before anything runs. Paths are
-``module.attr`` (Miles' convention, resolved by Miles' own ``load_function`` when Miles is
-installed) or ``module:attr``.
+Called where Miles' built-in rollout calls them: a Miles reward model replaces the Verifiers
+reward of a finished group (kept in ``metadata["verifiers"]["rewards"]``) before the dynamic
+filter sees the group; the sample filter gets the groups a training call returns, the
+all-samples hook every group it consumed (returned or dropped). Hooks are loaded at
+construction, so a wrong path fails before anything runs; a path is ``module.attr`` (Miles'
+convention, resolved by Miles' ``load_function`` when Miles is installed) or ``module:attr``.
 """
 
 from __future__ import annotations
@@ -108,8 +95,7 @@ class RewardModel:
     per_group: Callable[[Any, list[Any]], Awaitable[Any]] | None
     reward_key: str | None
     eval_reward_key: str | None
-    flag: str = "--custom-rm-path"
-    """The flag(s) that configured it, for messages."""
+    flag: str = "--custom-rm-path"  # the flag(s) that configured it
 
     async def apply(self, args: Any, samples: Sequence[Any], *, evaluation: bool) -> None:
         if not samples:
@@ -154,18 +140,11 @@ class RewardModel:
             sample.reward = reward
 
 
-def _custom_per_sample(fn: Callable[..., Any]) -> Callable[[Any, Any], Awaitable[Any]]:
-    async def score(args: Any, sample: Any) -> Any:
-        return await _maybe_await(fn(args, sample))
+def _awaited(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    async def call(*args: Any) -> Any:
+        return await _maybe_await(fn(*args))
 
-    return score
-
-
-def _custom_per_group(fn: Callable[..., Any]) -> Callable[[Any, list[Any]], Awaitable[Any]]:
-    async def score(args: Any, samples: list[Any]) -> Any:
-        return await _maybe_await(fn(args, samples))
-
-    return score
+    return call
 
 
 def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
@@ -178,33 +157,24 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
         flag += " with --group-rm"
     if use_miles:
         rm_hub = importlib.import_module(MILES_RM_HUB)
-        per_sample = rm_hub.async_rm
-
-        async def per_group(args: Any, samples: list[Any]) -> Any:
-            return await rm_hub.batched_async_rm(args, samples)
-
-        # A --group-rm model has the batch signature, so it is never called per sample.
-        return RewardModel(
-            None if options.group_rm else per_sample,
-            per_group if options.group_rm else None,
-            options.train.reward_key,
-            options.eval.reward_key,
-            flag,
-        )
-    if options.rm_type and options.custom_rm_path is None:
+        per_sample, per_group = rm_hub.async_rm, rm_hub.batched_async_rm
+    elif options.rm_type and options.custom_rm_path is None:
         raise HookError(
             "--rm-type",
             f"is {options.rm_type!r}, but the rule-based reward models live in Miles' rm_hub, "
             "which is not installed here.",
             "run inside Miles, or score with --custom-rm-path module.function instead.",
         )
-    fn = load_hook(options.custom_rm_path, "--custom-rm-path", use_miles=False)
-    if options.group_rm:
-        return RewardModel(
-            None, _custom_per_group(fn), options.train.reward_key, options.eval.reward_key, flag
-        )
+    else:
+        fn = load_hook(options.custom_rm_path, "--custom-rm-path", use_miles=False)
+        per_sample = per_group = _awaited(fn)
+    # A --group-rm model has the batch signature, so it is never called per sample.
     return RewardModel(
-        _custom_per_sample(fn), None, options.train.reward_key, options.eval.reward_key, flag
+        None if options.group_rm else per_sample,
+        per_group if options.group_rm else None,
+        options.train.reward_key,
+        options.eval.reward_key,
+        flag,
     )
 
 
@@ -248,9 +218,8 @@ class MilesHooks:
 def load_hooks(options: Any, *, use_miles: bool) -> MilesHooks:
     """Load every configured hook now; raises :class:`HookError` naming the first bad flag.
 
-    ``use_miles`` says whether Miles is importable (and its contract in use): its loader,
-    reward models and prefill helper are used then; without Miles, ``--rm-type`` and
-    ``--recompute-logprobs-via-prefill`` cannot run and are refused here.
+    ``use_miles``: Miles is importable, so its loader, reward models and prefill helper are
+    used; without it ``--rm-type`` and ``--recompute-logprobs-via-prefill`` are refused.
     """
 
     def optional(path: str | None, flag: str) -> Callable[..., Any] | None:
