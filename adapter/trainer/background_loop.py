@@ -1,10 +1,8 @@
-"""The process-wide event loop Miles runs rollout coroutines on.
+"""The process-wide event loop Miles runs rollout coroutines on (§1.3).
 
-Miles calls ``fn(input)`` from a worker thread (``asyncio.to_thread``); a coroutine result is
-run on one process-wide event loop living in a daemon thread, and every call of every rollout
-function shares that loop (§1.3). :class:`BackgroundLoop` is that loop, with a timeout per
-call so a stuck rollout cannot hang the run; the legacy ``generate_rollout`` path runs its
-calls on one, and the test kit's dry-run trainer does too.
+Miles calls ``fn(input)`` from a worker thread and runs a coroutine result on one loop in a
+daemon thread, shared by every call; :class:`BackgroundLoop` is that loop, with a timeout per
+call so a stuck rollout cannot hang the run (the legacy path and the test kit use it too).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine
-from types import TracebackType
 from typing import Any, Self
 
 from miles_verifiers.errors import RolloutCallError
@@ -98,10 +95,5 @@ class BackgroundLoop:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -1,10 +1,5 @@
-"""A group's episode as the trainer side reads it, and what a call derives per group.
-
-:class:`GroupRun` is what every backend hands training and evaluation: the group's trace
-records (never Verifiers traces: those stay on the episode side, which turns them into
-records where they are made), and why the group failed, if it did. The rid prefix of a call
-and the rollouts' sampling seeds are chosen here, on the trainer side, and sent across.
-"""
+"""A group's episode as the trainer side reads it (:class:`GroupRun`: trace records and why
+the group failed, if it did), and what a call chooses per group: rid prefix and sampling seeds."""
 
 from __future__ import annotations
 
@@ -22,11 +17,8 @@ RunFailure = Literal["episode_error", "episode_timeout", "worker_lost"]
 
 @dataclass(frozen=True)
 class GroupRun:
-    """What running one task's episode produced, in rollout order.
-
-    When the episode itself failed (``failure`` set) ``traces`` are whatever its rollouts had
-    reached, possibly fewer than asked for, possibly unscored.
-    """
+    """What one task's episode produced, in rollout order (when it failed, whatever its
+    rollouts had reached: possibly fewer, possibly unscored)."""
 
     traces: tuple[TraceRecord, ...]
     failure: RunFailure | None = None
@@ -52,11 +44,8 @@ class Spawner(Protocol):
 
 
 def rollout_seeds(base_seed: int, slot: int, samples_per_slot: int) -> list[int]:
-    """Per-rollout sampling seeds: ``base_seed + slot * samples_per_slot + k``.
-
-    ``slot`` is the task's offset in the training stream (or its position in the evaluation),
-    so a sample's seed depends on which task and which of its rollouts it is, never on timing.
-    """
+    """Per-rollout sampling seeds, ``base_seed + slot * samples_per_slot + k`` (``slot``: the
+    task's stream offset or eval position), so a seed never depends on timing."""
     start = base_seed + slot * samples_per_slot
     return [start + k for k in range(samples_per_slot)]
 

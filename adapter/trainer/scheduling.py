@@ -1,45 +1,28 @@
 """Which tasks each training rollout runs, in a way that survives restarts.
 
-The task stream
-    The taskset is cycled epoch after epoch. A task's place in the stream is its *offset*:
-    offset ``o`` is position ``o % N`` of epoch ``o // N`` (``N`` tasks). Without shuffle every
-    epoch is the load order; with ``--rollout-shuffle`` each epoch is its own permutation,
-    derived from (``--rollout-seed``, epoch) alone, so it is the same in every process.
-
-A rollout
-    takes offsets from a :class:`Cursor`: first its carry-over queue, then fresh offsets. Groups
-    finish in any order, but the result is settled in *task order* (:func:`settle`): the first
-    ``rollout_batch_size`` kept groups are accepted, dropped groups before them are consumed,
-    and every offset after the last accepted one (kept, dropped or still running) is carried
-    over to the front of the next rollout instead of being skipped. So which tasks train,
-    and in which order, depends on the task stream and the keep/drop decisions only, never on
-    timing.
-
-Resume
-    :class:`SchedulerState` remembers the cursor at the start of every rollout Miles may resume
-    at, keyed by rollout id: the newest ones, those on the ``--save-interval`` checkpoint
-    cadence, and those after checkpoints Miles reported in ``latest_checkpointed_iteration.txt``
-    (bounded, see :class:`CheckpointPlan`). It records the stream's identity (taskset size,
-    shuffle, seed, batch shape) and serializes to JSON; :func:`write_state`/:func:`read_state`
-    persist it atomically under a directory (the adapter uses ``--save``), and a file is used
-    only once it has been validated in full and matches the current run. A rollout id with no
-    saved cursor falls back to ``rollout_id * rollout_batch_size``, flagged so the caller can
-    say so.
+The taskset is cycled epoch after epoch; a task's *offset* ``o`` in the stream is position
+``o % N`` of epoch ``o // N``, each epoch in load order or (``--rollout-shuffle``) its own
+permutation derived from (``--rollout-seed``, epoch) alone. A rollout takes offsets from a
+:class:`Cursor` (carry-over first) and is settled in task order (:func:`settle`), so which tasks
+train never depends on timing. :class:`SchedulerState` remembers the cursor at every rollout
+Miles may resume at, with the stream's identity, and is persisted atomically and used only once
+validated in full and matching the current run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import random
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -64,12 +47,8 @@ class SchedulerStateMismatchError(SchedulingError):
     """The saved state was written for a different task stream (taskset size, seed, shuffle)."""
 
 
-# -- the task stream --------------------------------------------------------------------------
-
-
 def _epoch_seed(seed: int, epoch: int) -> int:
-    # A hash of both numbers, so nearby (seed, epoch) pairs give unrelated permutations and
-    # the result does not depend on Python's per-process hash randomisation.
+    # Unrelated permutations for nearby pairs, independent of Python's hash randomisation.
     digest = hashlib.sha256(f"miles-verifiers/epoch-order/{seed}/{epoch}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
@@ -110,9 +89,6 @@ class TaskOrder:
         return self.epoch_order(self.epoch_of(offset))[offset % self.num_tasks]
 
 
-# -- the cursor -------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Cursor:
     """Where the stream stands: the next fresh offset and the offsets carried over to run first."""
@@ -133,9 +109,6 @@ class Cursor:
         return {"position": self.position, "carry_over": list(self.carry_over)}
 
 
-# -- settling one rollout -----------------------------------------------------------------
-
-
 class Outcome(Enum):
     PENDING = "pending"  # dispatched, not finished (or finished but not yet judged)
     KEPT = "kept"  # finished and passed every check and filter
@@ -154,12 +127,8 @@ class Settlement:
 def settle(
     dispatched: Sequence[int], outcomes: Mapping[int, Outcome], target: int
 ) -> Settlement | None:
-    """Settle a rollout once its first ``target`` kept groups in task order are known.
-
-    ``dispatched`` lists the offsets handed out this rollout, in the order they were taken
-    (which is task order). Returns None while an earlier group is still pending or fewer than
-    ``target`` have been kept, i.e. while the answer could still change.
-    """
+    """The settlement once the first ``target`` kept groups in task order (``dispatched``, in
+    the order taken) are known; None while the answer could still change."""
     if target < 1:
         raise SchedulingError(f"a rollout needs a target of at least one group, got {target}.")
     accepted: list[int] = []
@@ -188,14 +157,8 @@ def tasks_to_dispatch(
     over_sampling_batch_size: int,
     max_dispatched: int | None = None,
 ) -> int:
-    """How many more offsets to take now.
-
-    The first call of a rollout takes ``over_sampling_batch_size`` (head room for drops);
-    later calls top up exactly the shortfall: ``target`` minus the groups kept or still
-    running, so a single drop costs a single replacement. With ``max_dispatched`` set, a
-    top-up that would exceed it raises :class:`DispatchBudgetError` instead of resampling
-    without end (a taskset whose every group errors or is filtered out).
-    """
+    """How many more offsets to take now: ``over_sampling_batch_size`` first, then exactly the
+    shortfall (one replacement per drop); past ``max_dispatched``, :class:`DispatchBudgetError`."""
     if not dispatched:
         count = max(target, over_sampling_batch_size)
     else:
@@ -222,40 +185,23 @@ def default_dispatch_budget(over_sampling_batch_size: int, factor: int = 16) -> 
 
 
 def cursor_after(cursor_after_dispatch: Cursor, settlement: Settlement) -> Cursor:
-    """The cursor the next rollout starts from: the carried-over offsets come first.
-
-    ``cursor_after_dispatch`` is the cursor left by the last :meth:`Cursor.take`; any of its
-    carry-over that was never dispatched stays queued behind this rollout's carry-over (both
-    lie before ``position``, and merging keeps task order).
-    """
+    """The cursor the next rollout starts from: this rollout's carry-over merged, in task order,
+    with any queued carry-over it never dispatched."""
     queue = sorted(set(settlement.carry_over) | set(cursor_after_dispatch.carry_over))
     return Cursor(cursor_after_dispatch.position, tuple(queue))
-
-
-# -- state across rollouts --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CursorLookup:
     cursor: Cursor
-    # "saved": restored from state; "fallback": no state for this rollout, computed as
-    # rollout_id * rollout_batch_size (tasks may repeat or be skipped around a restart).
-    source: Literal["saved", "fallback"]
-
-    @property
-    def is_fallback(self) -> bool:
-        return self.source == "fallback"
+    # No state for this rollout: rollout_id * rollout_batch_size (tasks may repeat or be skipped).
+    is_fallback: bool
 
 
 @dataclass(frozen=True)
 class CheckpointPlan:
-    """Which rollout ids Miles may resume at, from its checkpoint cadence.
-
-    Miles checkpoints after training rollout ``r`` when ``(r + 1) % --save-interval == 0`` and
-    after the last rollout (``--num-rollout - 1``), and resumes at ``r + 1``. Saves off that
-    cadence (epoch boundaries, an externally triggered save) are learnt from
-    ``latest_checkpointed_iteration.txt`` instead (:meth:`SchedulerState.note_checkpoint`).
-    """
+    """Which rollout ids Miles may resume at: every ``--save-interval`` and ``--num-rollout``
+    (saves off that cadence are learnt from ``latest_checkpointed_iteration.txt``)."""
 
     save_interval: int | None = None
     num_rollout: int | None = None
@@ -269,12 +215,7 @@ class CheckpointPlan:
 
     @property
     def recent(self) -> int:
-        """How many of the newest starts to keep whatever the cadence.
-
-        Covers the rollouts since the last cadence checkpoint (not yet known to be saved,
-        and Miles may prefetch a rollout ahead of training) plus a margin for saves off
-        cadence that ``latest_checkpointed_iteration.txt`` will name a rollout or two later.
-        """
+        """How many of the newest starts to keep whatever the cadence."""
         return (self.save_interval or 0) + DEFAULT_HISTORY
 
 
@@ -296,13 +237,9 @@ def _prune(
 
 @dataclass(frozen=True)
 class SchedulerState:
-    """The task stream's identity plus the cursor at the start of the rollouts Miles may resume at.
-
-    The identity is what determines which tasks each rollout gets: the taskset size, the
-    shuffle and its seed, and (when known) the batch shape. ``checkpoints`` are the rollout ids
-    Miles reported as checkpointed (its ``latest_checkpointed_iteration.txt``), so their
-    following starts are kept even off the ``--save-interval`` cadence.
-    """
+    """The task stream's identity (taskset size, shuffle, seed, batch shape when known) and the
+    cursor at the start of each rollout Miles may resume at; ``checkpoints`` are those Miles
+    reported, whose following starts are kept off the cadence too."""
 
     num_tasks: int
     seed: int
@@ -336,12 +273,8 @@ class SchedulerState:
         return TaskOrder(self.num_tasks, self.seed, self.shuffle)
 
     def check_matches(self, expected: TaskOrder | SchedulerState) -> None:
-        """Raise unless this state was written for the task stream ``expected`` describes.
-
-        A :class:`TaskOrder` checks the taskset size and shuffle only; a
-        :class:`SchedulerState` (what the current run would write) also checks every batch
-        option it sets.
-        """
+        """Raise unless this state was written for the stream ``expected`` describes (a
+        :class:`SchedulerState` also checks every batch option it sets)."""
         current = (
             expected if isinstance(expected, SchedulerState) else SchedulerState.for_order(expected)
         )
@@ -374,17 +307,14 @@ class SchedulerState:
         """The cursor rollout ``rollout_id`` starts from."""
         saved = self.starts.get(rollout_id)
         if saved is not None:
-            return CursorLookup(saved, "saved")
-        return CursorLookup(Cursor(rollout_id * rollout_batch_size), "fallback")
+            return CursorLookup(saved, False)
+        return CursorLookup(Cursor(rollout_id * rollout_batch_size), True)
 
     def record(
         self, rollout_id: int, cursor: Cursor, plan: CheckpointPlan | None = None
     ) -> SchedulerState:
-        """A new state that remembers ``cursor`` as the start of ``rollout_id``.
-
-        Later starts and checkpoints are forgotten (they were computed from a past that is
-        being rewritten); of the earlier ones only those :func:`_prune` keeps remain.
-        """
+        """A new state with ``cursor`` as the start of ``rollout_id``; later starts and
+        checkpoints are forgotten (a past being rewritten), earlier ones pruned."""
         kept = {rid: c for rid, c in self.starts.items() if rid < rollout_id}
         kept[rollout_id] = cursor
         checkpoints = frozenset(c for c in self.checkpoints if c < rollout_id)
@@ -392,11 +322,8 @@ class SchedulerState:
         return replace(self, starts=starts, checkpoints=checkpoints)
 
     def note_checkpoint(self, iteration: int, plan: CheckpointPlan | None = None) -> SchedulerState:
-        """A new state that keeps the start Miles resumes at after checkpoint ``iteration``.
-
-        An iteration at or past the newest start is ignored: it is a checkpoint of a past
-        that is being rewritten (a run resumed from an older checkpoint).
-        """
+        """A new state that keeps the start after checkpoint ``iteration`` (ignored at or past
+        the newest start: a checkpoint of a past being rewritten)."""
         if iteration < 0 or iteration + 1 not in self.starts:
             return self
         starts, checkpoints = _prune(
@@ -419,7 +346,7 @@ class SchedulerState:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> SchedulerState:
-        """Parse and fully validate ``data`` (see :mod:`miles_verifiers.trainer.scheduling_schema`)."""
+        """Parse and fully validate ``data``."""
         if data.get("format") != STATE_FORMAT:
             raise SchedulingError(
                 f"task-scheduler state has format {data.get('format')!r}; this version reads "
@@ -499,19 +426,12 @@ def loads_state(text: str) -> SchedulerState:
     return SchedulerState.from_json(data)
 
 
-# -- persistence (thin shell) -----------------------------------------------------------------
-
-
 def state_path(directory: str | os.PathLike[str]) -> Path:
     return Path(directory) / STATE_FILE_NAME
 
 
 def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Path:
-    """Write ``state`` under ``directory`` atomically: readers see the old file or the new one.
-
-    The text goes to a temporary file in the same directory, is flushed to disk, and only
-    then renamed over the old file, so a crash at any moment leaves one complete version.
-    """
+    """Write ``state`` under ``directory`` atomically (a temporary file, synced, then renamed)."""
     target = state_path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE_NAME}.", dir=target.parent)
@@ -529,28 +449,20 @@ def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Pat
 
 
 def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable; some filesystems cannot open a directory, and losing
-    # the rename there only means the previous (complete) state is read back.
-    try:
+    # Makes the rename durable; where a directory cannot be synced the old state is read back.
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def read_state(
     directory: str | os.PathLike[str], expected: TaskOrder | SchedulerState | None = None
 ) -> SchedulerState | None:
-    """The saved state under ``directory``, or None when there is none.
-
-    The file is validated in full and, with ``expected``, checked against the task stream the
-    current run would write (:meth:`SchedulerState.check_matches`); every error names the file.
-    """
+    """The saved state under ``directory`` (None: none), validated in full and checked against
+    ``expected``; every error names the file."""
     path = state_path(directory)
     try:
         text = path.read_text(encoding="utf-8")
@@ -583,7 +495,3 @@ def read_latest_checkpoint(directory: str | os.PathLike[str]) -> int | None:
     text = text.strip()
     # Anything but a plain rollout id (e.g. "release") names no rollout to resume at.
     return int(text) if text.isascii() and text.isdigit() else None
-
-
-def task_indices(order: TaskOrder, offsets: Iterable[int]) -> list[int]:
-    return [order.task_index(o) for o in offsets]

@@ -1,11 +1,5 @@
-"""The on-disk schema of the task-scheduler state, validated in full before it is trusted.
-
-A damaged or hand-edited file must never steer training: a repeated carry-over offset would
-run one task as several groups, an offset past the cursor would train a task twice, a
-negative number would crash deep inside the scheduler. So every field is checked here, with
-JSON types taken strictly (``true`` is not ``1``), and :func:`describe_validation_error` turns
-pydantic's report into one line that names each offending field.
-"""
+"""The on-disk schema of the task-scheduler state, validated in full (JSON types strictly)
+before it is trusted: a damaged or hand-edited file must never steer training."""
 
 from __future__ import annotations
 

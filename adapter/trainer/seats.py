@@ -1,32 +1,12 @@
 """What a Verifiers 0.4 environment's seats must be for Miles to train it faithfully.
 
-The episode side describes each seat (agent) of the environment (its standing after
-``setup()``, the sampling keys its ``[<seat>.sampling]`` sets, a pinned ``model`` or
-``client``, its runtime) and the runtimes outside the seats (tool servers, an isolated
-verifier's); :func:`seat_problems` reads that :class:`Description` and lists what cannot be
-trained as Miles assumes, each problem naming the seat, the TOML key and the fix. Pure: this
-side never imports Verifiers. A description without seats (a 0.2 worker, an older one) has
-nothing to check.
-
-The rules:
-
-- A trainable seat's sampling keys are merged over Miles' own sampling and reach SGLang; Miles
-  trains as if every token were sampled with its ``--rollout-*`` values. A key Miles sends
-  (temperature, top_p, top_k, max_tokens, min_tokens) must equal Miles' value in every mode the
-  run uses: training (``--rollout-*``) and evaluation (``--eval-*``, each falling back to its
-  ``--rollout-*`` flag), since the seat's value would replace the flag's in both. Miles decides
-  every rollout's seed, so a seat's ``seed`` is refused; a key that reshapes the distribution
-  Miles never sets (``min_p``, the penalties, ``logit_bias``, a grammar) is refused unless it
-  holds the neutral value. Keys that only end a turn (``stop``), that the transport decides
-  itself (``n``, ``skip_special_tokens``) or that SGLang does not take (``reasoning_effort``)
-  change nothing Miles trains on and pass.
-- The policy plays every seat that names no ``client``: a seat pinning ``model`` without one
-  would silently be played by the policy; a trainable seat with a ``client`` would train the
-  policy on another model's tokens.
-- Exactly one seat is trainable, and it yields one trace per episode (Miles trains one trace
-  per rollout): not several trainable seats, not none, not Verifiers' best-of-n.
-- Every runtime is local (the episode worker runs local runtimes only): the seats', the tool
-  servers' placed in a runtime of their own, and any other the config names.
+:func:`seat_problems` reads the episode side's :class:`Description` of each seat (its standing
+after ``setup()``, its ``[<seat>.sampling]`` keys, a pinned ``model`` or ``client``, its runtime)
+and of the runtimes outside the seats, and lists what Miles cannot train as it assumes, each
+problem naming the TOML key and the fix: a trainable seat's sampling must match Miles' in every
+mode the run uses (no seed of its own, no distribution-shaping key); the policy plays every seat
+without a ``client``; exactly one seat is trainable, with one trace per episode; every runtime is
+local. A description without seats (0.2) has nothing to check.
 """
 
 from __future__ import annotations
@@ -62,6 +42,7 @@ _MILES_KEYS: Mapping[str, tuple[str, str, Callable[[SamplingOptions], Any]]] = {
 _UNSET_MEANS: Mapping[str, Any] = {"top_k": -1, "min_new_tokens": 0}
 
 # Keys that reshape the sampled distribution, which Miles never sets, with their neutral value.
+# Any other key (stop, n, skip_special_tokens, reasoning_effort) changes nothing trained on.
 _SHAPING_KEYS: Mapping[str, Any] = {
     "min_p": 0.0,
     "frequency_penalty": 0.0,
@@ -95,8 +76,7 @@ class SeatProblem:
 
 
 class SeatSetupError(SetupError, ValueError):
-    """The environment's seats or runtimes cannot be trained as Miles assumes; every problem
-    is listed, each naming the seat, the TOML key and the fix."""
+    """The environment's seats or runtimes cannot be trained as Miles assumes (every problem)."""
 
     def __init__(self, problems: Sequence[SeatProblem]) -> None:
         self.problems = tuple(problems)
@@ -139,8 +119,7 @@ def _flag_value(value: Any) -> str:
 
 
 def _modes(options: MilesOptions) -> list[tuple[str, SamplingOptions, int]]:
-    """The modes the run samples in: (name, its sampling, 0 for the training flags, 1 for
-    the evaluation ones)."""
+    """The modes the run samples in: (name, its sampling, 0 training flags / 1 evaluation)."""
     modes = []
     if options.train_enabled or not options.eval_enabled:
         modes.append(("training", options.train, 0))
@@ -346,8 +325,7 @@ def _count_problems(
 
 
 def seat_problems(description: Description, options: MilesOptions) -> list[SeatProblem]:
-    """Everything about the described seats and runtimes Miles cannot train faithfully, in
-    seat order (runtimes, then pins and sampling, then the trainable count)."""
+    """Every problem with the described seats and runtimes (runtimes, pins and sampling, count)."""
     seats = description.seats
     if seats is None:
         return []
