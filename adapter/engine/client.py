@@ -1,9 +1,7 @@
-"""The engine's HTTP client: pooled connections, the served-model check, worker listing and
-aborts.
+"""The engine's HTTP client: pooled connections, the served-model check, worker listing, aborts.
 
-What both sides need from an SGLang deployment apart from generating: the trainer side checks
-the served model and sweeps its leftover requests with it; the episode side's transport builds
-its generate path on top (:mod:`miles_verifiers.episodes.transport.transport`). Only ``httpx``.
+The trainer side checks the served model and sweeps leftover requests with it; the episode
+side's transport builds its generate path on top of it.
 """
 
 from __future__ import annotations
@@ -23,10 +21,8 @@ from miles_verifiers.engine.settings import (
     TransportSettings,
     resolve_engine_url,
 )
-from miles_verifiers.engine.tls import default_tls_context
+from miles_verifiers.engine.tls import default_tls_context, get_json
 from miles_verifiers.engine.workers import AbortReport, abort_on_workers, list_workers
-
-__all__ = ["CONNECTIONS_PER_LANE", "EngineClient"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +57,8 @@ class EngineClient:
         self._in_flight: set[str] = set()
         self._http_transport = http_transport
         # httpx's pool scans every connection it holds on each request event, so one pool of
-        # hundreds of connections makes the client CPU-bound at high concurrency. Requests are
-        # spread round-robin over small pools ("lanes") instead; see _lane_sizes.
+        # hundreds of connections is CPU-bound at high concurrency: requests go round-robin
+        # over small pools ("lanes") instead.
         self._lanes: list[httpx.AsyncClient] = []
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
         self._next_lane = itertools.count()
@@ -72,77 +68,41 @@ class EngineClient:
     def settings(self) -> TransportSettings:
         return self._settings
 
-    async def close(self) -> None:
-        """Close the pooled HTTP clients; a later request opens new ones."""
-        lanes, loop = self._lanes, self._lanes_loop
-        self._lanes, self._lanes_loop = [], None
-        if not lanes:
-            return
-        if loop is asyncio.get_running_loop():
-            await asyncio.gather(*(lane.aclose() for lane in lanes))
-        else:
-            # Its connections belong to another (usually finished) loop and cannot be closed
-            # from this one; dropping the client lets them be collected.
-            logger.debug("dropping an SGLang HTTP client opened on another event loop")
-
-    # --- which model the engine serves -----------------------------------------------------
-
-    async def verify_served_model(
-        self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
-    ) -> None:
-        """Refuse an engine whose ``/model_info`` names another model than ``expected`` (or
-        one of its ``aliases``).
-
-        Asks once per transport (a transport serves one rollout call). An engine or router
-        that does not answer the question (no such route, an error, unreachable) is not
-        refused here: the generate requests report an unreachable engine themselves.
-        Raises :class:`~miles_verifiers.engine.identity.EngineModelMismatchError`.
-        """
-        if self._model_checked:
-            return
-        base = resolve_engine_url(self._settings)
-        info = await self._model_info(base, timeout_s)
-        self._model_checked = True
-        if info is None:
-            return
-        check_served_model(expected, info, base, aliases=aliases)
-
-    async def _model_info(self, base: str, timeout_s: float) -> object | None:
-        client = self._http()
-        for path in MODEL_INFO_PATHS:
-            url = f"{base}{path}"
-            try:
-                response = await client.get(url, timeout=timeout_s)
-            except httpx.HTTPError as exc:
-                logger.debug("not checking the served model: GET %s failed (%s)", url, exc)
-                return None
-            if response.status_code in (404, 405):
-                continue
-            if response.status_code != 200:
-                logger.debug(
-                    "not checking the served model: GET %s answered HTTP %d",
-                    url,
-                    response.status_code,
-                )
-                return None
-            try:
-                return response.json()
-            except ValueError:
-                logger.debug("not checking the served model: GET %s is not JSON", url)
-                return None
-        logger.debug("not checking the served model: %s serves no /model_info", base)
-        return None
-
-    # --- cancelling leftover work ----------------------------------------------------------
-
     @property
     def rid_prefix(self) -> str:
-        """Every rid this transport sends is ``f"{rid_prefix}-<n>"``."""
+        """Every rid this client sends is ``f"{rid_prefix}-<n>"``."""
         return self._rid_prefix
 
     @property
     def in_flight_rids(self) -> frozenset[str]:
         return frozenset(self._in_flight)
+
+    async def close(self) -> None:
+        """Close the pooled HTTP clients; a later request opens new ones."""
+        lanes, loop = self._lanes, self._lanes_loop
+        self._lanes, self._lanes_loop = [], None
+        if lanes and loop is asyncio.get_running_loop():
+            await asyncio.gather(*(lane.aclose() for lane in lanes))
+        # Clients of another (usually finished) loop cannot be closed from this one: dropped.
+
+    async def verify_served_model(
+        self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
+    ) -> None:
+        """Refuse an engine whose ``/model_info`` names another model than ``expected`` or its
+        ``aliases`` (:class:`~miles_verifiers.engine.identity.EngineModelMismatchError`).
+
+        Asked once per client. An engine that does not answer is not refused here: the generate
+        requests report an unreachable engine themselves.
+        """
+        if self._model_checked:
+            return
+        base = resolve_engine_url(self._settings)
+        info, problem = await get_json(self._http(), base, MODEL_INFO_PATHS, timeout_s=timeout_s)
+        self._model_checked = True
+        if problem is not None:
+            logger.debug("not checking the served model: %s", problem)
+            return
+        check_served_model(expected, info, base, aliases=aliases)
 
     async def list_workers(self, *, timeout_s: float = 10.0) -> tuple[str, ...]:
         """The worker URLs behind the configured router."""
@@ -153,32 +113,25 @@ class EngineClient:
     async def abort(
         self, worker_urls: Sequence[str] | None = None, *, timeout_s: float = 10.0
     ) -> AbortReport:
-        """Abort this transport's requests on the given workers (default: the router's list).
-
-        Posts each in-flight rid exactly, plus the rid prefix. The aborted requests come back
-        from SGLang as aborts to the calls that sent them.
+        """Abort this client's requests on the given workers (default: the router's list): each
+        in-flight rid exactly, plus the rid prefix. SGLang answers the aborted calls as aborts.
         """
         if worker_urls is None:
             worker_urls = await self.list_workers(timeout_s=timeout_s)
         rids = [f"{self._rid_prefix}-", *sorted(self._in_flight)]
         return await abort_on_workers(self._http(), worker_urls, rids, timeout_s=timeout_s)
 
-    # --- internals -------------------------------------------------------------------------
-
     def _http(self) -> httpx.AsyncClient:
         """The next pooled client of the running event loop (httpx clients cannot change loops)."""
         loop = asyncio.get_running_loop()
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
-            if self._lanes and not self._lanes[0].is_closed:
-                logger.debug("event loop changed; opening new SGLang HTTP clients")
-            tls = default_tls_context()
             mounts = self._direct_mounts()
             self._lanes = [
                 httpx.AsyncClient(
                     limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
                     timeout=self._settings.timeouts.to_httpx(),
                     transport=self._http_transport,
-                    verify=tls,
+                    verify=default_tls_context(),
                     mounts=mounts,
                 )
                 for size in _lane_sizes(self._settings.max_connections)
@@ -187,9 +140,8 @@ class EngineClient:
         return self._lanes[next(self._next_lane) % len(self._lanes)]
 
     def _direct_mounts(self) -> dict[str, None] | None:
-        """Loopback engines are reached directly even when the environment names a proxy,
-        which could not reach this machine's loopback anyway. A given ``http_transport``
-        already ignores environment proxies."""
+        """Loopback engines are reached directly even when the environment names a proxy (which
+        could not reach this machine's loopback); a given ``http_transport`` ignores proxies."""
         if self._http_transport is not None:
             return None
         try:

@@ -1,9 +1,7 @@
 """The engine's error vocabulary, as both sides read it: refusals, signals, classification.
 
-Nothing here needs ``openai`` or Verifiers. The episode side turns these into the exceptions
-Verifiers' ``TrainClient`` expects (see :mod:`miles_verifiers.episodes.transport.errors`); the
-trainer side recognises the ones recorded on a trace by their code (:data:`ENGINE_ABORTED_CODE`,
-:data:`UNUSABLE_ANSWER_CODE`), without importing the episode side's classes.
+The episode side turns these into the exceptions Verifiers' ``TrainClient`` expects; the trainer
+recognises those recorded on a trace by their code, without importing the episode side.
 """
 
 from __future__ import annotations
@@ -14,24 +12,8 @@ import httpx
 
 from miles_verifiers.errors import EngineError
 
-__all__ = [
-    "ENGINE_ABORTED_CODE",
-    "UNUSABLE_ANSWER_CODE",
-    "EngineAborted",
-    "InvalidPrompt",
-    "InvalidSamplingParams",
-    "MalformedOutput",
-    "MultimodalNotSupported",
-    "PromptTooLongError",
-    "RequestRejected",
-    "engine_error_message",
-    "is_context_length_message",
-    "is_retryable_status",
-    "is_retryable_transport_error",
-]
-
-# The codes (see miles_verifiers.errors.tag_message) of the episode side's exceptions for an
-# aborted generation and for an answer unusable for training: the trainer decides by them.
+# The codes (miles_verifiers.errors.tag_message) of an aborted generation and of an answer
+# unusable for training: the trainer decides by them.
 ENGINE_ABORTED_CODE = "engine_aborted"
 UNUSABLE_ANSWER_CODE = "unusable_answer"
 
@@ -87,12 +69,8 @@ class EngineAborted(EngineError):
 
 
 class PromptTooLongError(EngineError, ValueError):
-    """The prompt is over a limit or leaves no room to generate.
-
-    The episode side raises it again as the error the Verifiers where the episodes run takes
-    for an overlong prompt (:func:`miles_verifiers.episodes.transport.errors.overlong_prompt`),
-    which is this one where neither Verifiers nor Renderers is installed.
-    """
+    """The prompt is over a limit or leaves no room to generate (the episode side raises it
+    again as its Verifiers' own overlong-prompt error, where one is installed)."""
 
 
 # --- classification --------------------------------------------------------------------------
@@ -109,11 +87,8 @@ def is_retryable_status(status_code: int) -> bool:
 
 
 def is_retryable_transport_error(exc: BaseException) -> bool:
-    """Failures to reach the engine, or the connection dropping under us, are worth a resend.
-
-    A read timeout is not: the engine is busy generating, and a resend would duplicate the work.
-    Running out of pooled connections is our own load, not the engine's fault.
-    """
+    """Failures to reach the engine, or a dropped connection, are worth a resend; a read
+    timeout (the engine is busy generating) or an exhausted pool (our own load) are not."""
     return isinstance(
         exc,
         httpx.ConnectError
@@ -125,11 +100,8 @@ def is_retryable_transport_error(exc: BaseException) -> bool:
 
 
 def engine_error_message(response: httpx.Response) -> str:
-    """The human-readable reason in an SGLang error body, whichever of its shapes it uses.
-
-    SGLang answers ``{"error": {"message": ...}}`` for semantic errors, ``{"error": "..."}`` from
-    the 0.5.23 schema gate, ``{"message": ...}`` for request-shape errors, or plain text.
-    """
+    """The reason in an SGLang error body: ``{"error": {"message": ...}}``, ``{"error": ...}``
+    (0.5.23's schema gate), ``{"message": ...}``, ``{"detail": ...}`` or plain text."""
     text = response.text
     try:
         body = json.loads(text)

@@ -1,10 +1,8 @@
-"""Which model the engine serves, compared with the one the run trains.
+"""Which model the engine serves (``GET /model_info``), compared with the one the run trains.
 
-SGLang's ``GET /model_info`` names the checkpoint it loaded (``model_path``) and its tokenizer
-(``tokenizer_path``). Miles starts its engines with ``--model-path <--hf-checkpoint>``, so the
-common case is an exact match; a local copy and the hub id of the same model (``/models/Qwen3-0.6B``
-vs ``Qwen/Qwen3-0.6B``, or an HF cache snapshot of it) are also accepted, by their last name
-component. Pure functions only.
+Miles starts its engines with ``--model-path <--hf-checkpoint>``, so names usually match exactly;
+a local copy and the hub id of one model (``/models/Qwen3-0.6B``, ``Qwen/Qwen3-0.6B``, an HF cache
+snapshot) also match, by their last name component.
 """
 
 from __future__ import annotations
@@ -13,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from miles_verifiers.errors import SetupError
-
-__all__ = ["EngineModelMismatchError", "check_served_model", "model_key", "served_models"]
 
 # Fields of /model_info that name what the engine loaded, in the order they are reported.
 SERVED_MODEL_FIELDS = ("model_path", "tokenizer_path")
@@ -45,12 +41,8 @@ def served_models(model_info: object) -> tuple[str, ...]:
 def check_served_model(
     expected: str, model_info: object, engine_url: str, *, aliases: Sequence[str] = ()
 ) -> None:
-    """Raise :class:`EngineModelMismatchError` when ``model_info`` names only other models.
-
-    ``aliases`` are other names the run knows its model by (``--sglang-tokenizer-path``, which
-    an engine launched with ``--tokenizer-path`` reports). An answer that names no model at all
-    proves nothing and passes.
-    """
+    """Raise :class:`EngineModelMismatchError` when ``model_info`` names only other models than
+    ``expected`` and its ``aliases`` (``--sglang-tokenizer-path``); naming none passes."""
     served = served_models(model_info)
     known = [expected, *(a for a in aliases if a)]
     if not served or any(

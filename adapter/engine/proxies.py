@@ -1,11 +1,8 @@
 """Keeping loopback traffic away from HTTP proxies.
 
-httpx (and the OpenAI SDK on top of it) sends every request through ``HTTP_PROXY`` /
-``HTTPS_PROXY`` / ``ALL_PROXY`` unless ``NO_PROXY`` names the host, and nothing exempts
-loopback addresses by default. A cluster proxy cannot reach this machine's 127.0.0.1, so a
-local engine, or Verifiers' local interception server, becomes unreachable, and every request
-(with its per-rollout bearer secret and prompt) is handed to the proxy. Pure functions, except
-:func:`ensure_loopback_bypass`, which edits the given environment mapping.
+httpx sends every request through ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` unless ``NO_PROXY``
+names the host, loopback included; a cluster proxy cannot reach this machine's 127.0.0.1, and
+would be handed every request (with its per-rollout bearer secret and prompt).
 """
 
 from __future__ import annotations
@@ -15,16 +12,6 @@ import urllib.request
 from collections.abc import Iterable, Mapping, MutableMapping
 
 import httpx
-
-__all__ = [
-    "LOOPBACK_NAMES",
-    "direct_mounts",
-    "ensure_loopback_bypass",
-    "environment_proxy_for",
-    "is_loopback_host",
-    "proxy_failure_note",
-    "without_credentials",
-]
 
 # What NO_PROXY must hold so that httpx, requests and curl all go direct to loopback. httpx
 # matches NO_PROXY entries by exact host, so the CIDR form alone would not do.
@@ -64,10 +51,8 @@ def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
 
 
 def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy a client that trusts ``environ`` would send ``url`` through, or None.
-
-    Loopback hosts are never proxied by this package, so they give None.
-    """
+    """The proxy a client that trusts ``environ`` would send ``url`` through, or None (always
+    for loopback, which this package never proxies)."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError):
@@ -90,33 +75,25 @@ def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
     return proxy
 
 
-def without_credentials(proxy: str) -> str:
-    """A proxy URL fit for a message: any user name and password taken out."""
-    try:
-        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
-    except httpx.InvalidURL:
-        return "(unparseable proxy URL)"
-    return str(url.copy_with(username=None, password=None))
-
-
 def proxy_failure_note(proxy: str | None, host: str = "the host") -> str:
     """What an error about a failed request adds when the request went through ``proxy``
     (a failure there is the proxy's, not necessarily the server's); empty when it did not."""
     if not proxy:
         return ""
+    try:
+        url = httpx.URL(proxy if "://" in proxy else f"http://{proxy}")
+        shown = str(url.copy_with(username=None, password=None))  # no credentials in a message
+    except httpx.InvalidURL:
+        shown = "(unparseable proxy URL)"
     return (
-        f" through the proxy {without_credentials(proxy)} named by the environment "
+        f" through the proxy {shown} named by the environment "
         f"(HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; add {host} to NO_PROXY to reach it directly)"
     )
 
 
 def ensure_loopback_bypass(environ: MutableMapping[str, str]) -> tuple[str, ...]:
-    """Add the loopback names to ``NO_PROXY``/``no_proxy`` when a proxy variable is set.
-
-    Returns the names added (none when no proxy is configured or they were already there).
-    Child processes and every HTTP client built afterwards (a harness's OpenAI client talking
-    to Verifiers' interception server on localhost) then reach loopback directly.
-    """
+    """Add the loopback names to ``NO_PROXY``/``no_proxy`` when a proxy variable is set, so that
+    child processes and later clients reach loopback directly; returns the names added."""
     if not any(environ.get(name) or environ.get(name.upper()) for name in _PROXY_VARS):
         return ()
     current = [

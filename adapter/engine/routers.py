@@ -1,11 +1,8 @@
 """What the router in front of the engines does to a ``/generate`` body.
 
-Miles starts one of two routers. By default it is the Rust ``sglang-router`` (0.3.x), which
-parses ``/generate`` into its own typed request and sends that on: a sampling key outside its
-``SamplingParams`` is dropped without an error, and a value outside its types (a negative
-``sampling_seed``, a fractional ``top_k``) is refused with HTTP 422. With ``--use-miles-router``
-it is Miles' own router, a raw proxy that forwards the body unchanged, as a worker reached
-directly sees it.
+Miles' default, the Rust ``sglang-router`` (0.3.x), re-serialises it: sampling keys outside its
+``SamplingParams`` are dropped silently, values outside its types get HTTP 422. Miles' own router
+(``--use-miles-router``) forwards the body unchanged, as a worker reached directly sees it.
 """
 
 from __future__ import annotations
@@ -13,14 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-__all__ = ["RUST_ROUTER_SAMPLING_KEYS", "RouterKind", "keys_dropped_by_router"]
-
 
 class RouterKind(enum.StrEnum):
     SGLANG_ROUTER = "sglang-router"
-    """The Rust sglang-router: re-serialises the request, dropping unknown sampling keys."""
-    PASS_THROUGH = "pass-through"
-    """Miles' own router (``--use-miles-router``) or no router: the body arrives unchanged."""
+    PASS_THROUGH = "pass-through"  # Miles' own router, or none: the body arrives unchanged
 
     @classmethod
     def for_miles(cls, use_miles_router: bool) -> RouterKind:

@@ -1,65 +1,82 @@
 """Translation of Renderers/Verifiers sampling params into SGLang's ``SamplingParams``.
 
-What arrives is OpenAI/vLLM-flavoured: Verifiers' ``SamplingConfig`` (temperature, top_p,
-max_tokens, reasoning_effort, extras such as top_k/min_tokens/seed), the keys Renderers adds
-(``stop_token_ids``, ``logprobs``, ``skip_special_tokens``) and, on bridged multi-turn requests,
-Verifiers' ``routed_experts_prompt_start``. SGLang's ``SamplingParams`` takes no unknown keys
-(HTTP 500 in 0.5.15, 400 in 0.5.23), so only the keys it accepts are forwarded.
+What arrives is OpenAI/vLLM-flavoured (Verifiers' ``SamplingConfig``, Renderers' ``stop_token_ids``,
+``logprobs``, ``skip_special_tokens``). SGLang takes no unknown keys (HTTP 500 in 0.5.15, 400 in
+0.5.23), so only the keys it accepts are forwarded, each type-checked first: a wrong type gets
+HTTP 422 from the Rust router and a bare, retried HTTP 500 from SGLang 0.5.16 (production's base).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from miles_verifiers.engine.errors import InvalidSamplingParams, PromptTooLongError
 from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.routers import RouterKind, keys_dropped_by_router
-from miles_verifiers.engine.sampling_types import check_sampling_types
 from miles_verifiers.engine.settings import TransportSettings
 
-__all__ = [
-    "RENAMED_KEYS",
-    "SGLANG_SAMPLING_KEYS",
-    "SamplingTranslation",
-    "configured_keys_dropped_by_router",
-    "merge_stop_token_ids",
-    "new_token_budget",
-    "translate_sampling",
-]
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
+    )
+
+
+_U64_MAX = 2**64 - 1
+Kind = tuple[Callable[[object], bool], str]
+_INT: Kind = (_is_int, "an integer")
+_NUMBER: Kind = (_is_number, "a number")
+_BOOL: Kind = (lambda value: isinstance(value, bool), "true or false")
+_STR: Kind = (lambda value: isinstance(value, str), "a string")
+_STRINGS: Kind = (_is_strings, "a string or a list of strings")
+_OBJECT: Kind = (lambda value: isinstance(value, Mapping), "an object")
+# SGLang itself takes a negative seed, but the Rust router reads it as u64 (HTTP 422).
+_SEED: Kind = (
+    lambda value: _is_int(value) and 0 <= value <= _U64_MAX,
+    f"an integer in [0, {_U64_MAX}]",
+)
 
 # The API fields of SGLang's SamplingParams present in both 0.5.15 and 0.5.23 (Miles runs a fork
-# between the two). 0.5.23's ``beam_width`` and ``watermark`` are left out: 0.5.15 rejects them.
-SGLANG_SAMPLING_KEYS: frozenset[str] = frozenset(
-    {
-        "max_new_tokens",
-        "min_new_tokens",
-        "stop",
-        "stop_token_ids",
-        "stop_regex",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "n",
-        "json_schema",
-        "regex",
-        "ebnf",
-        "structural_tag",
-        "ignore_eos",
-        "skip_special_tokens",
-        "spaces_between_special_tokens",
-        "no_stop_trim",
-        "custom_params",
-        "stream_interval",
-        "logit_bias",
-        "sampling_seed",
-    }
-)
+# between the two), with the type each takes (None: checked with the clamp). 0.5.23's
+# ``beam_width`` and ``watermark`` are left out: 0.5.15 rejects them.
+SGLANG_SAMPLING_TYPES: Mapping[str, Kind | None] = {
+    "max_new_tokens": None,
+    "min_new_tokens": None,
+    "stop": _STRINGS,
+    "stop_token_ids": None,
+    "stop_regex": _STRINGS,
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "top_k": _INT,
+    "min_p": _NUMBER,
+    "frequency_penalty": _NUMBER,
+    "presence_penalty": _NUMBER,
+    "repetition_penalty": _NUMBER,
+    "n": _INT,
+    "json_schema": _STR,
+    "regex": _STR,
+    "ebnf": _STR,
+    "structural_tag": _STR,
+    "ignore_eos": _BOOL,
+    "skip_special_tokens": _BOOL,
+    "spaces_between_special_tokens": _BOOL,
+    "no_stop_trim": _BOOL,
+    "custom_params": _OBJECT,
+    "stream_interval": _INT,
+    "logit_bias": _OBJECT,
+    "sampling_seed": _SEED,
+}
+SGLANG_SAMPLING_KEYS = frozenset(SGLANG_SAMPLING_TYPES)
 
 # OpenAI/vLLM names with a direct SGLang equivalent.
 RENAMED_KEYS: Mapping[str, str] = {
@@ -91,8 +108,18 @@ class SamplingTranslation:
     overridden: tuple[str, ...]  # caller keys whose value the settings replaced
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+def check_sampling_types(params: Mapping[str, Any], source_of: Mapping[str, str]) -> None:
+    """Raise ``InvalidSamplingParams`` naming the first key whose value SGLang cannot take
+    (by the caller's own name for it: ``source_of`` maps an SGLang key to that name)."""
+    for key, value in params.items():
+        kind = SGLANG_SAMPLING_TYPES.get(key)
+        if kind is not None and not kind[0](value):
+            name = source_of.get(key, key)
+            renamed = f" (SGLang {key})" if name != key else ""
+            raise InvalidSamplingParams(
+                f"sampling param {name!r}{renamed} must be {kind[1]}, got {value!r}; SGLang "
+                "0.5.16 answers such a value with HTTP 500 and the sglang-router with HTTP 422"
+            )
 
 
 def merge_stop_token_ids(renderer_ids: object, configured: Iterable[int]) -> list[int]:

@@ -1,14 +1,12 @@
-"""Typed settings for the SGLang transport.
+"""Typed settings for the SGLang transport, built by the adapter from Miles' arguments.
 
-The transport never reads Miles' argument namespace: the adapter builds one of these from it.
-The engine address is a callable because Miles fills in the router's ip and port only after it
-has constructed the rollout function.
+The engine address may be a callable: Miles sets the router's ip and port only after it has
+constructed the rollout function.
 """
 
 from __future__ import annotations
 
 import enum
-import math
 import re
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -18,15 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from miles_verifiers.engine.routers import RouterKind
 from miles_verifiers.errors import SetupError
-
-__all__ = [
-    "EngineAddressError",
-    "RetryPolicy",
-    "RoutingPolicy",
-    "TimeoutPolicy",
-    "TransportSettings",
-    "resolve_engine_url",
-]
 
 DEFAULT_ROUTING_HEADER = "X-SMG-Routing-Key"
 RID_PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -41,12 +30,8 @@ class EngineAddressError(SetupError, ValueError):
 
 
 class RoutingPolicy(enum.StrEnum):
-    """How requests tell the SGLang router which worker should serve them.
-
-    ``consistent_hashing`` and ``manual`` are the router policies that read a routing key; with
-    either, the session id is sent as that key so every turn of a rollout reaches the same worker
-    (and its prefix cache). Every other router policy needs no header: use ``none``.
-    """
+    """How requests tell the SGLang router which worker serves them: under the router policies
+    that read a routing key, the session id, so a rollout's turns share a worker's prefix cache."""
 
     NONE = "none"
     CONSISTENT_HASHING = "consistent_hashing"
@@ -56,33 +41,11 @@ class RoutingPolicy(enum.StrEnum):
     def sends_routing_key(self) -> bool:
         return self is not RoutingPolicy.NONE
 
-    @classmethod
-    def for_router_policy(cls, router_policy: str | None) -> RoutingPolicy:
-        """The routing to use under an SGLang router policy name (Miles'
-        ``--sglang-router-policy``): key-based policies get their key, all others none."""
-        if router_policy is None:
-            return cls.NONE
-        normalized = router_policy.strip().lower().replace("-", "_")
-        if normalized in (cls.CONSISTENT_HASHING.value, cls.MANUAL.value):
-            return cls(normalized)
-        if normalized in _KEYLESS_ROUTER_POLICIES:
-            return cls.NONE
-        raise ValueError(
-            f"unknown SGLang router policy {router_policy!r}; expected one of "
-            f"{sorted({*_KEYLESS_ROUTER_POLICIES, cls.CONSISTENT_HASHING.value, cls.MANUAL.value})}"
-        )
-
-
-# sgl-router policies that pick a worker without a routing key.
-_KEYLESS_ROUTER_POLICIES = frozenset(
-    {"random", "round_robin", "cache_aware", "power_of_two", "prefix_hash"}
-)
-
 
 class TimeoutPolicy(BaseModel):
     """Seconds allowed for each phase of one HTTP call; all finite, so nothing waits forever."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     connect_s: float = Field(10.0, gt=0)
     # One /generate call lasts as long as its longest completion; generous but bounded.
@@ -91,13 +54,6 @@ class TimeoutPolicy(BaseModel):
     # Waiting for a free pooled connection when more requests are in flight than connections.
     pool_s: float = Field(1800.0, gt=0)
 
-    @field_validator("connect_s", "read_s", "write_s", "pool_s")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number of seconds (no infinite waits)")
-        return value
-
     def to_httpx(self) -> httpx.Timeout:
         return httpx.Timeout(
             connect=self.connect_s, read=self.read_s, write=self.write_s, pool=self.pool_s
@@ -105,10 +61,8 @@ class TimeoutPolicy(BaseModel):
 
 
 class RetryPolicy(BaseModel):
-    """Bounded retries with exponential backoff, for connection failures and 5xx answers only.
-
-    A 4xx is the request's own fault and is never retried.
-    """
+    """Bounded retries with exponential backoff, for connection failures and 5xx answers only
+    (a 4xx is the request's own fault)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -134,14 +88,11 @@ class RetryPolicy(BaseModel):
 
 
 class TransportSettings(BaseModel):
-    """Everything the SGLang transport needs, validated once at construction.
-
-    The adapter builds these from Miles options that were validated already, naming each flag
-    (:mod:`miles_verifiers.trainer.options`); the checks here guard the transport's own callers.
+    """Everything the SGLang transport needs, validated once (the flags themselves are checked,
+    by name, in :mod:`miles_verifiers.trainer.options`).
 
     Limits follow Miles' meaning: ``max_response_len`` caps every request's new tokens,
-    ``context_len`` caps prompt plus new tokens, and ``max_prompt_len`` caps only the first
-    prompt of each session (rollout).
+    ``context_len`` prompt plus new tokens, ``max_prompt_len`` a session's first prompt only.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -192,23 +143,21 @@ class TransportSettings(BaseModel):
     @classmethod
     def _check_static_url(cls, value: Any) -> Any:
         if isinstance(value, str):
-            _check_base_url(value, source="engine_url")
+            _check_base_url(value)
         elif not callable(value):
             raise ValueError("must be a URL string or a zero-argument callable returning one")
         return value
 
-    @field_validator("served_model_names")
+    @field_validator("served_model_names", "stop")
     @classmethod
-    def _names_non_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not name for name in value):
-            raise ValueError("model names must be non-empty strings")
+    def _no_empty_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not item for item in value):
+            raise ValueError("every entry must be a non-empty string")
         return value
 
     @field_validator("stop")
     @classmethod
     def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not s for s in value):
-            raise ValueError("stop strings must be non-empty")
         if len(value) > MAX_STOP_STRINGS:
             raise ValueError(
                 f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
@@ -256,18 +205,17 @@ class TransportSettings(BaseModel):
         return self
 
 
-def _check_base_url(url: str, *, source: str) -> str:
+def _check_base_url(url: str) -> None:
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
-        raise EngineAddressError(f"{source} {url!r} is not a valid URL: {exc}") from exc
+        raise EngineAddressError(f"engine_url {url!r} is not a valid URL: {exc}") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise EngineAddressError(
-            f"{source} {url!r} must be an http(s) URL with a host, e.g. http://127.0.0.1:30000"
+            f"engine_url {url!r} must be an http(s) URL with a host, e.g. http://127.0.0.1:30000"
         )
     if parsed.query or parsed.fragment:
-        raise EngineAddressError(f"{source} {url!r} must not carry a query or fragment")
-    return url
+        raise EngineAddressError(f"engine_url {url!r} must not carry a query or fragment")
 
 
 def resolve_engine_url(settings: TransportSettings) -> str:
@@ -287,5 +235,5 @@ def resolve_engine_url(settings: TransportSettings) -> str:
             raise EngineAddressError(
                 f"the engine_url callable returned {type(url).__name__}, expected a URL string"
             )
-    _check_base_url(url, source="engine_url")
+    _check_base_url(url)
     return url.rstrip("/")

@@ -1,21 +1,42 @@
-"""The TLS context every HTTP client of this process shares.
+"""HTTP plumbing every engine client shares: one TLS context, and a bounded JSON probe.
 
-httpx builds a fresh context for each client it is not given one (loading the CA bundle: about
-30 ms of CPU), even for a plain-HTTP loopback address. Transports, abort clients and the test
-kit's loopback clients are made per call, per rollout or per poll, so that cost added up to
-minutes over a test run. The context is never changed after it is built, so one serves all.
+httpx loads its CA bundle (about 30 ms of CPU) for every client it is not given a context, even
+for plain-HTTP loopback, and clients are made per call, per rollout or per poll: one context
+serves them all, since it never changes once built.
 """
 
 from __future__ import annotations
 
 import functools
 import ssl
+from collections.abc import Sequence
 
 import httpx
 
 
 @functools.cache
 def default_tls_context() -> ssl.SSLContext:
-    """httpx's default context (its CA bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured),
-    built once per process."""
+    """httpx's default context (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), built once."""
     return httpx.create_ssl_context()
+
+
+async def get_json(
+    client: httpx.AsyncClient, base_url: str, paths: Sequence[str], *, timeout_s: float
+) -> tuple[object, str | None]:
+    """The JSON body of the first of ``paths`` that ``base_url`` serves (HTTP 404/405: try the
+    next), or None and why there is none, for a log line."""
+    for path in paths:
+        url = f"{base_url}{path}"
+        try:
+            response = await client.get(url, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return None, f"GET {url} failed ({type(exc).__name__}: {exc})"
+        if response.status_code in (404, 405):
+            continue
+        if response.status_code != 200:
+            return None, f"GET {url} answered HTTP {response.status_code}"
+        try:
+            return response.json(), None
+        except ValueError:
+            return None, f"GET {url} is not JSON"
+    return None, f"{base_url} serves no {paths[0]}"

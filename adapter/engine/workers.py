@@ -1,14 +1,14 @@
 """Talking to SGLang workers directly: listing them from a router, and aborting requests.
 
-The router has no ``/abort_request``, so aborts go to each worker. SGLang matches an abort's
-``rid`` by prefix in its scheduler, but with the default single tokenizer worker its HTTP
-front end drops any rid that is not exactly a live request's. So an abort names each live rid
-exactly, and additionally the transport's rid prefix (which multi-tokenizer engines honour).
+The router has no ``/abort_request``, so aborts go to each worker. SGLang's scheduler matches an
+abort's rid by prefix, but its default single-tokenizer HTTP front end drops a rid that is not
+exactly a live request's: an abort names each live rid exactly, and also the rid prefix.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from miles_verifiers.engine.tls import get_json
 from miles_verifiers.errors import EngineError
-
-__all__ = ["AbortReport", "WorkerListError", "abort_on_workers", "list_workers", "worker_base_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,15 +60,14 @@ async def list_workers(
 ) -> tuple[str, ...]:
     """Worker base URLs behind a router, each once.
 
-    Tries sgl-router's ``GET /workers`` (``{"workers": [{"url": ...}]}``), then the older
-    ``GET /list_workers`` (``{"urls": [...]}``) of sglang-router <= 0.2 and Miles' own router.
-    An SGLang worker reached directly serves neither (404 on both): when it answers
+    Tries sgl-router's ``GET /workers``, then ``GET /list_workers`` (sglang-router <= 0.2 and
+    Miles' own router). An SGLang worker reached directly serves neither: when it answers
     ``GET /model_info``, the URL itself is the single worker.
     """
     router_url = router_url.rstrip("/")
     failures: list[str] = []
     not_found = 0
-    for path, read in (("/workers", _urls_from_workers), ("/list_workers", _urls_from_list)):
+    for path, key in (("/workers", "workers"), ("/list_workers", "urls")):
         url = f"{router_url}{path}"
         try:
             response = await client.get(url, timeout=timeout_s)
@@ -85,82 +83,46 @@ async def list_workers(
                 f"GET {url} answered HTTP {response.status_code}: {response.text}"
             )
         try:
-            return _unique(read(response.json()))
-        except (ValueError, TypeError, KeyError) as exc:
+            return _unique(_listed_urls(response.json(), key))
+        except ValueError as exc:
             raise WorkerListError(f"GET {url} returned an unexpected body: {exc}") from exc
     if not_found == 2:
-        if await _is_sglang_worker(client, router_url, timeout_s, failures):
+        info, problem = await get_json(client, router_url, ("/model_info",), timeout_s=timeout_s)
+        if isinstance(info, dict):
             _note_direct_worker(router_url)
             return (router_url,)
+        failures.append(problem or f"GET {router_url}/model_info: not a JSON object")
     raise WorkerListError(
         f"could not list the workers of router {router_url}: " + "; ".join(failures)
     )
 
 
-async def _is_sglang_worker(
-    client: httpx.AsyncClient, url: str, timeout_s: float, failures: list[str]
-) -> bool:
-    """Whether ``url`` answers like an SGLang worker (``GET /model_info`` with a JSON object)."""
-    probe = f"{url}/model_info"
-    try:
-        response = await client.get(probe, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        failures.append(f"GET {probe}: {type(exc).__name__}: {exc}")
-        return False
-    if response.status_code != 200:
-        failures.append(f"GET {probe}: HTTP {response.status_code}")
-        return False
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        failures.append(f"GET {probe}: not a JSON object")
-        return False
-    return True
-
-
-# Engine URLs already reported as a direct worker, so the log says it once per URL.
-_DIRECT_WORKERS_NOTED: set[str] = set()
-
-
+@functools.cache  # logged once per URL
 def _note_direct_worker(url: str) -> None:
-    if url not in _DIRECT_WORKERS_NOTED:
-        _DIRECT_WORKERS_NOTED.add(url)
-        logger.info(
-            "%s lists no workers (no /workers or /list_workers route) but answers /model_info: "
-            "treating it as a single SGLang worker reached directly; aborts go to it",
-            url,
-        )
+    logger.info(
+        "%s lists no workers (no /workers or /list_workers route) but answers /model_info: "
+        "treating it as a single SGLang worker reached directly; aborts go to it",
+        url,
+    )
 
 
-def _urls_from_workers(body: object) -> list[str]:
-    if not isinstance(body, dict) or not isinstance(body.get("workers"), list):
-        raise ValueError('expected {"workers": [...]}')
-    urls: list[str] = []
-    for worker in body["workers"]:
-        url = worker.get("url") if isinstance(worker, dict) else None
-        if not isinstance(url, str) or not url:
-            raise ValueError("a worker entry has no url")
-        urls.append(url)
-    return urls
-
-
-def _urls_from_list(body: object) -> list[str]:
-    if not isinstance(body, dict) or not isinstance(body.get("urls"), list):
-        raise ValueError('expected {"urls": [...]}')
-    urls = body["urls"]
-    if not all(isinstance(url, str) and url for url in urls):
-        raise ValueError("a url entry is not a non-empty string")
-    return urls
+def _listed_urls(body: object, key: str) -> list[str]:
+    """The URLs of ``{"workers": [{"url": ...}, ...]}`` or ``{"urls": [...]}``."""
+    entries = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f'expected {{"{key}": [...]}}')
+    if key == "workers":
+        entries = [entry.get("url") if isinstance(entry, dict) else None for entry in entries]
+    if not all(isinstance(url, str) and url for url in entries):
+        raise ValueError("a worker entry has no url")
+    return entries
 
 
 async def _post_abort(
     client: httpx.AsyncClient, worker: str, rid: str, timeout_s: float
 ) -> httpx.Response:
-    """One ``/abort_request`` post. A pooled connection the worker had already closed fails
-    at once (a transport error that is not a timeout); aborting twice is harmless, so that
-    post gets one more try, on a new connection."""
+    """One ``/abort_request`` post, tried once more on a transport error that is not a timeout
+    (a pooled connection the worker had closed): aborting twice is harmless."""
     url, body = f"{worker}/abort_request", {"rid": rid}
     try:
         return await client.post(url, json=body, timeout=timeout_s)

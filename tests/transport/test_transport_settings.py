@@ -126,25 +126,3 @@ def test_timeouts_must_be_finite() -> None:
 def test_timeouts_map_to_every_httpx_phase() -> None:
     timeout = TimeoutPolicy(connect_s=1, read_s=2, write_s=3, pool_s=4).to_httpx()
     assert timeout == httpx.Timeout(connect=1, read=2, write=3, pool=4)
-
-
-@pytest.mark.parametrize(
-    ("router_policy", "expected"),
-    [
-        (None, RoutingPolicy.NONE),
-        ("cache_aware", RoutingPolicy.NONE),
-        ("round_robin", RoutingPolicy.NONE),
-        ("consistent_hashing", RoutingPolicy.CONSISTENT_HASHING),
-        ("consistent-hashing", RoutingPolicy.CONSISTENT_HASHING),
-        ("manual", RoutingPolicy.MANUAL),
-    ],
-)
-def test_router_policy_names_map_to_routing(
-    router_policy: str | None, expected: RoutingPolicy
-) -> None:
-    assert RoutingPolicy.for_router_policy(router_policy) is expected
-
-
-def test_unknown_router_policy_is_an_error() -> None:
-    with pytest.raises(ValueError, match="unknown SGLang router policy 'sticky'"):
-        RoutingPolicy.for_router_policy("sticky")
