@@ -1,11 +1,9 @@
 """Miles' flags, in one table: the options model, ``check`` and the command line all read it.
 
-Each :class:`MilesFlag` row says how a flag is spelled, the ``args`` attribute it sets and its
-value type, and then who reads it: ``field`` names the :class:`~.options.MilesOptions` field
-built from it (whose default is Miles'), ``help`` marks a flag the command line types (every
-other flag Miles defines passes through as it is), and ``default`` is Miles' own for a flag the
-options model does not read. :data:`MILES_FLAG_NAMES` adds every other flag Miles' parser
-defines, by name: Miles refuses any flag it does not define, so the command line does too.
+A row names the flag, the ``args`` attribute it sets, its value type, its command-line
+``help`` (None: not typed there; every other Miles flag passes through as it is), the
+:class:`~.options.MilesOptions` field built from it (whose default is Miles'), and Miles'
+``default`` for a flag that no field reads.
 """
 
 from __future__ import annotations
@@ -33,18 +31,16 @@ class MilesFlag:
 
 
 def _flag(
-    flag: str,
-    kind: FlagKind,
-    help: str | None = None,
-    *,
-    dest: str | None = None,
-    field: str | bool = True,
-    default: Any = None,
+    flag: str, kind: FlagKind, help: str | None = None, field: str = "", dest: str = ""
 ) -> MilesFlag:
-    """A row; ``field`` True: the options field of the attribute's name, False: none."""
+    """A row whose attribute (unless ``dest``) and field (unless ``field``) are the flag's name."""
     attribute = dest or flag.replace("-", "_")
-    chosen = attribute if field is True else field or None
-    return MilesFlag(flag, attribute, kind, help, chosen, default)
+    return MilesFlag(flag, attribute, kind, help, field or attribute)
+
+
+def _typed(flag: str, kind: FlagKind, help: str, default: Any = None) -> MilesFlag:
+    """A row the command line types but no options field reads."""
+    return MilesFlag(flag, flag.replace("-", "_"), kind, help, None, default)
 
 
 MILES_FLAGS: tuple[MilesFlag, ...] = (
@@ -54,24 +50,13 @@ MILES_FLAGS: tuple[MilesFlag, ...] = (
     _flag(
         "over-sampling-batch-size",
         "int",
-        "task groups started per refill (default here: the rollout batch size)",
+        "task groups started per refill (default: the batch size)",
     ),
     _flag("num-rollout", "int", "training rollouts to run (rollout ids start..num-rollout-1)"),
-    _flag(
-        "start-rollout-id",
-        "int",
-        "first rollout id (Miles: from the checkpoint, else 0)",
-        field=False,
-    ),
+    _typed("start-rollout-id", "int", "first rollout id (Miles: from the checkpoint, else 0)"),
     _flag("eval-interval", "int", "evaluate every N rollouts, and once before training"),
-    _flag(
-        "skip-eval-before-train",
-        "true",
-        "skip the evaluation before the first rollout",
-        field=False,
-        default=False,
-    ),
-    _flag("eval-prompt-data", "strs", field=False),
+    _typed("skip-eval-before-train", "true", "skip the evaluation before the first rollout", False),
+    MilesFlag("eval-prompt-data", "eval_prompt_data", "strs", None, None),
     _flag("n-samples-per-eval-prompt", "int", "rollouts per evaluation task (Miles default 1)"),
     _flag("rollout-shuffle", "true", "shuffle the taskset order"),
     _flag("rollout-seed", "int", "seed for shuffling and per-rollout sampling seeds (42)"),
@@ -106,25 +91,15 @@ MILES_FLAGS: tuple[MilesFlag, ...] = (
     _flag("sglang-server-concurrency", "int", "in-flight requests per engine (512)"),
     _flag("rollout-num-gpus", "int", "GPUs for rollout engines (Miles requires it)"),
     _flag("rollout-num-gpus-per-engine", "int", "GPUs per SGLang engine (1)"),
-    _flag(
-        "sglang-router-ip",
-        "str",
-        "router host (normally filled in once engines start)",
-        field=False,
-    ),
-    _flag(
-        "sglang-router-port",
-        "int",
-        "router port (normally filled in once engines start)",
-        field=False,
-    ),
+    _typed("sglang-router-ip", "str", "router host (normally filled in once engines start)"),
+    _typed("sglang-router-port", "int", "router port (normally filled in once engines start)"),
     _flag("sglang-router-policy", "str", "router policy, e.g. consistent_hashing"),
     _flag("use-miles-router", "true", "the router is Miles' own"),
     _flag(
         "sglang-enable-deterministic-inference",
         "true",
         "send a per-rollout sampling seed (deterministic SGLang)",
-        field="deterministic_inference",
+        "deterministic_inference",
     ),
     _flag("recompute-logprobs-via-prefill", "true"),
     # rewards and filters
@@ -138,17 +113,13 @@ MILES_FLAGS: tuple[MilesFlag, ...] = (
     _flag("rollout-all-samples-process-path", "str", "post-rollout hook over all groups"),
     # run bookkeeping
     _flag(
-        "save",
-        "str",
-        "checkpoint directory (the adapter keeps its task cursor there)",
-        field="save_dir",
+        "save", "str", "checkpoint directory; the adapter keeps its task cursor there", "save_dir"
     ),
-    _flag("load", "str", field="load_dir"),
-    _flag(
+    _flag("load", "str", None, "load_dir"),
+    _typed(
         "rollout-function-path",
         "str",
         "rollout function or class to load (default: miles_verifiers.VerifiersRolloutFn)",
-        field=False,
     ),
     # options the rollout function refuses; typed so that `check` can name them
     _flag(
@@ -173,16 +144,17 @@ MILES_FLAGS: tuple[MilesFlag, ...] = (
 # and server options it adds, as of mid-2026). Miles also accepts every Megatron flag and every
 # SGLang server option under ``--sglang-``; those do nothing in a rollout-only run, so they are
 # not listed: ``--extra-miles-flag NAME`` lets one through, as it does a newer Miles' flag.
+# Miles refuses a flag it does not define, so the command line does too.
 _OTHER_FLAG_NAMES = """
     actor-num-gpus-per-node actor-num-nodes advantage-estimator allgather-cp
     allow-partial-train-step apply-chat-template async-data-buffer-capacity-factor
     async-max-concurrent-samples async-save async-unused-samples-handler attention-dropout
     balance-by-flops balance-data buffer-filter-path calculate-per-token-loss
     check-lora-weight-equal check-rematerialize-param-from-master-weight
-    check-weight-update-allow-quant-error check-weight-update-equal
-    check-weight-update-selector check-weight-update-skip-list ci-check-model-hash
-    ci-disable-kl-checker ci-disable-logprobs-checker ci-disable-weight-update-checker
-    ci-ft-test-actions ci-inject-rollout-data-min-match-ratio ci-inject-rollout-data-path
+    check-weight-update-allow-quant-error check-weight-update-equal check-weight-update-selector
+    check-weight-update-skip-list ci-check-model-hash ci-disable-kl-checker
+    ci-disable-logprobs-checker ci-disable-weight-update-checker ci-ft-test-actions
+    ci-inject-rollout-data-min-match-ratio ci-inject-rollout-data-path
     ci-inject-rollout-data-start-rollout-id ci-load-grad-norm ci-metric-checker-key
     ci-metric-checker-threshold ci-save-grad-norm ci-save-model-hash ci-test clip-grad colocate
     control-server-port critic-load critic-lr critic-lr-warmup-iters critic-num-gpus-per-node
@@ -192,67 +164,64 @@ _OTHER_FLAG_NAMES = """
     custom-megatron-before-log-prob-hook-path custom-megatron-before-train-step-hook-path
     custom-megatron-init-path custom-megatron-post-save-hook-path custom-model-provider-path
     custom-pg-loss-reducer-function-path custom-reward-post-process-path
-    custom-rollout-log-function-path custom-tis-function-path
-    custom-update-weight-post-write-path data-pad-size-multiplier data-source-path
-    debug-deterministic-collective debug-disable-optimizer debug-exit-after-rollout
-    debug-rollout-only debug-skip-weight-update debug-train-only delay-split-train-data-by-dp
-    disable-compute-advantages-and-returns disable-grpo-std-normalization
-    disable-rewards-normalization disable-rollout-trim-samples disable-wandb-random-suffix
-    distributed-backend distributed-timeout-minutes dsa-attention-backend dump-details
-    dumper-dir dumper-enable dumper-fwd-bwd dumper-fwd-only dumper-inference
-    dumper-source-patcher-config-inference dumper-source-patcher-config-train
+    custom-rollout-log-function-path custom-tis-function-path custom-update-weight-post-write-path
+    data-pad-size-multiplier data-source-path debug-deterministic-collective debug-disable-optimizer
+    debug-exit-after-rollout debug-rollout-only debug-skip-weight-update debug-train-only
+    delay-split-train-data-by-dp disable-compute-advantages-and-returns
+    disable-grpo-std-normalization disable-rewards-normalization disable-rollout-trim-samples
+    disable-wandb-random-suffix distributed-backend distributed-timeout-minutes
+    dsa-attention-backend dump-details dumper-dir dumper-enable dumper-fwd-bwd dumper-fwd-only
+    dumper-inference dumper-source-patcher-config-inference dumper-source-patcher-config-train
     enable-event-analyzer enable-mtp-training enable-witness entropy-coef env-report eps-clip
     eps-clip-c eps-clip-high eval-config eval-function-path eval-hf-dir eval-input-key
-    eval-keep-snapshots eval-label-key eval-max-in-flight eval-num-gpus
-    eval-num-gpus-per-engine eval-overflow-policy eval-tool-key exclude-modules
-    experts-shared-outer-loras extra-env-vars extra-high-precision-layers-hf
-    extra-high-precision-layers-megatron fetch-trajectory-retry-times freeze-indexer
-    ft-components fully-async gamma get-mismatch-metrics global-batch-size hidden-dropout
-    http-proxy indep-dp input-key keep-old-actor kl-coef kl-loss-coef kl-loss-type label-key
-    lambd linear-attention-backend load-debug-rollout-data load-debug-rollout-data-subsample
-    log-correct-samples log-multi-turn log-passrate log-probs-chunk-size
-    log-probs-max-tokens-per-gpu log-reward-category lora-alpha lora-base-cpu-backup
-    lora-dropout lora-sync-from-tensor lora-type loss-mask-type loss-type low-memory-resume lr
-    mask-offpolicy-in-partial-rollout max-tokens-per-gpu max-weight-staleness
-    megatron-to-hf-mode memory-recorder memory-snapshot-dir memory-snapshot-num-steps
-    metadata-key mfu-peak-tflops micro-batch-size miles-dsa-topk-backend
-    miles-router-health-check-failure-threshold miles-router-max-connections
-    miles-router-timeout min-batch-collection-ratio mini-ft-controller-enable
-    mini-ft-controller-poll-interval mini-ft-controller-resume-delay mlflow-experiment-name
-    mlflow-run-id mlflow-run-name mlflow-tracking-uri model-name moe-input-jitter-eps
-    moe-router-force-biased moe-router-force-load-balancing mooncake-replica-num
-    mooncake-store-init-kwargs mtp-loss-scaling-factor mtp-num-layers multi-lora-adapter
-    multi-lora-api-port multi-lora-backend-path multi-lora-disable-service-mode
-    multi-lora-http-server-path multi-lora-idle-poll-s multi-lora-max-adapter-global-batch-size
-    multi-lora-max-coalesce-wait-s multi-lora-max-empty-wait-s multi-lora-n-adapters
-    no-save-optim no-sglang-lora-use-virtual-experts normalize-advantages num-critic-only-steps
-    num-epoch num-gpus-per-node num-steps-per-rollout object-store-backend
-    observe-training-entropy offload offload-rollout offload-rollout-level offload-train
-    offload-train-disk-chunk-mb offload-train-disk-dir offload-train-target opd-kl-coef
-    opd-log-prob-top-k opd-reward-weight-mode opd-teacher-ckpt-step opd-teacher-key
-    opd-teacher-load opd-teacher-urls opd-top-k-strategy opd-topk-per-position opd-type
-    opsm-delta p2p-transfer-num-workers p2p-transfer-timeout padded-vocab-size
-    pause-generation-mode pin-rollout-manager-to-head prefill-num-servers profile-target
-    prometheus-port prometheus-run-name prompt-data qkv-format recompute-loss-function
-    ref-ckpt-step ref-load ref-update-interval rematerialize-param-from-master-weight
-    reset-optimizer-states rm-url rollout-buffer-url rollout-data-postprocess-path
-    rollout-external rollout-external-engine-addrs rollout-health-check-first-wait
-    rollout-health-check-interval rollout-health-check-timeout rollout-submission-granularity
-    rollout-task-type save-debug-event-data save-debug-rollout-data save-debug-train-data
-    save-debug-trajectory-data save-hf save-local-weight-checksum save-trigger-sentinel seed
-    session-message-matcher session-sample-picker-path session-sample-postprocessor-path
-    session-server-ip session-server-port sglang-config sglang-router-request-timeout-secs
-    skip-actor-forward-only stream-optimizer-state-moment-dtype stream-optimizer-state-to-disk
-    target-modules tb-experiment-name tb-project-name tis-clip tis-clip-low tito-model tool-key
-    train-backend train-env-vars train-memory-margin-bytes true-on-policy-mode
-    update-weight-buffer-size update-weight-delta-checksum update-weight-delta-encoding
-    update-weight-disk-dir update-weight-local-checkpoint-dir update-weight-transfer-mode
-    update-weights-interval use-distributed-post use-dynamic-batch-size
+    eval-keep-snapshots eval-label-key eval-max-in-flight eval-num-gpus eval-num-gpus-per-engine
+    eval-overflow-policy eval-tool-key exclude-modules experts-shared-outer-loras extra-env-vars
+    extra-high-precision-layers-hf extra-high-precision-layers-megatron fetch-trajectory-retry-times
+    freeze-indexer ft-components fully-async gamma get-mismatch-metrics global-batch-size
+    hidden-dropout http-proxy indep-dp input-key keep-old-actor kl-coef kl-loss-coef kl-loss-type
+    label-key lambd linear-attention-backend load-debug-rollout-data
+    load-debug-rollout-data-subsample log-correct-samples log-multi-turn log-passrate
+    log-probs-chunk-size log-probs-max-tokens-per-gpu log-reward-category lora-alpha
+    lora-base-cpu-backup lora-dropout lora-sync-from-tensor lora-type loss-mask-type loss-type
+    low-memory-resume lr mask-offpolicy-in-partial-rollout max-tokens-per-gpu max-weight-staleness
+    megatron-to-hf-mode memory-recorder memory-snapshot-dir memory-snapshot-num-steps metadata-key
+    mfu-peak-tflops micro-batch-size miles-dsa-topk-backend
+    miles-router-health-check-failure-threshold miles-router-max-connections miles-router-timeout
+    min-batch-collection-ratio mini-ft-controller-enable mini-ft-controller-poll-interval
+    mini-ft-controller-resume-delay mlflow-experiment-name mlflow-run-id mlflow-run-name
+    mlflow-tracking-uri model-name moe-input-jitter-eps moe-router-force-biased
+    moe-router-force-load-balancing mooncake-replica-num mooncake-store-init-kwargs
+    mtp-loss-scaling-factor mtp-num-layers multi-lora-adapter multi-lora-api-port
+    multi-lora-backend-path multi-lora-disable-service-mode multi-lora-http-server-path
+    multi-lora-idle-poll-s multi-lora-max-adapter-global-batch-size multi-lora-max-coalesce-wait-s
+    multi-lora-max-empty-wait-s multi-lora-n-adapters no-save-optim
+    no-sglang-lora-use-virtual-experts normalize-advantages num-critic-only-steps num-epoch
+    num-gpus-per-node num-steps-per-rollout object-store-backend observe-training-entropy offload
+    offload-rollout offload-rollout-level offload-train offload-train-disk-chunk-mb
+    offload-train-disk-dir offload-train-target opd-kl-coef opd-log-prob-top-k
+    opd-reward-weight-mode opd-teacher-ckpt-step opd-teacher-key opd-teacher-load opd-teacher-urls
+    opd-top-k-strategy opd-topk-per-position opd-type opsm-delta p2p-transfer-num-workers
+    p2p-transfer-timeout padded-vocab-size pause-generation-mode pin-rollout-manager-to-head
+    prefill-num-servers profile-target prometheus-port prometheus-run-name prompt-data qkv-format
+    recompute-loss-function ref-ckpt-step ref-load ref-update-interval
+    rematerialize-param-from-master-weight reset-optimizer-states rm-url rollout-buffer-url
+    rollout-data-postprocess-path rollout-external rollout-external-engine-addrs
+    rollout-health-check-first-wait rollout-health-check-interval rollout-health-check-timeout
+    rollout-submission-granularity rollout-task-type save-debug-event-data save-debug-rollout-data
+    save-debug-train-data save-debug-trajectory-data save-hf save-local-weight-checksum
+    save-trigger-sentinel seed session-message-matcher session-sample-picker-path
+    session-sample-postprocessor-path session-server-ip session-server-port sglang-config
+    sglang-router-request-timeout-secs skip-actor-forward-only stream-optimizer-state-moment-dtype
+    stream-optimizer-state-to-disk target-modules tb-experiment-name tb-project-name tis-clip
+    tis-clip-low tito-model tool-key train-backend train-env-vars train-memory-margin-bytes
+    true-on-policy-mode update-weight-buffer-size update-weight-delta-checksum
+    update-weight-delta-encoding update-weight-disk-dir update-weight-local-checkpoint-dir
+    update-weight-transfer-mode update-weights-interval use-distributed-post use-dynamic-batch-size
     use-dynamic-global-batch-size use-fault-tolerance use-indexer-replay use-kl-loss use-mlflow
     use-opsm use-prometheus use-rollout-entropy use-rollout-logprobs use-routing-replay
-    use-session-server use-tensorboard use-tis use-unbiased-kl use-wandb value-clip
-    verifiers-config wandb-always-use-train-step wandb-dir wandb-group wandb-host wandb-key
-    wandb-mode wandb-project wandb-run-id wandb-team witness-buffer-size
+    use-session-server use-tensorboard use-tis use-unbiased-kl use-wandb value-clip verifiers-config
+    wandb-always-use-train-step wandb-dir wandb-group wandb-host wandb-key wandb-mode wandb-project
+    wandb-run-id wandb-team witness-buffer-size
 """
 
 MILES_FLAG_NAMES: frozenset[str] = frozenset(
