@@ -301,9 +301,9 @@ def test_growing_pool_own_fields_do_not_collide_with_renderer_pool_fields() -> N
         "_make_renderer",
         "_capacity",
         "_idle",
-        "_built",
+        "built",
         "_grow_lock",
-        "_inline",
+        "inline_renderer",
         "_inline_started",
         "vocab_size",
     }

@@ -1,21 +1,11 @@
 """The model client Verifiers' rollouts talk to, and the one renderer pool behind it.
 
-Verifiers' ``TrainClient`` renders each chat request to token ids with a Renderers renderer and
-hands them to a transport (ours: :class:`~miles_verifiers.episodes.transport.SGLangTransport`). This
-module adds what the Miles adapter needs on top:
-
-* :func:`renderer_identity` finds the model id Renderers knows (``Qwen/Qwen3-0.6B``) behind a
-  local checkpoint path, so the right renderer (with tool support) is picked even when Miles
-  runs from ``/models/Qwen3-0.6B`` or an HF cache snapshot.
-* :func:`shared_renderer_pool` builds ONE small pool per (tokenizer, identity, template
-  switches, size) and process, shared by the training and the evaluation clients. It is
-  usable after a single tokenizer load; the other renderers are loaded on a background
-  thread (or on demand, when a render would otherwise wait for a free one). With two or more,
-  one of them is kept for the event loop, which renders short prompts itself (see
-  ``miles_verifiers.episodes.inline_render``); the others serve Renderers' worker threads.
-* :class:`MilesTrainClient` refuses, with the fix in the message, what the token path cannot
-  serve: streaming, auxiliary dialect routes, non-chat dialects, and tools on a renderer
-  without tool support. It also stops serving the moment its rollout call ends.
+Verifiers' ``TrainClient`` renders each chat request to token ids and hands them to a transport
+(ours: :class:`~miles_verifiers.episodes.transport.SGLangTransport`). Added here: the Renderers
+model id behind a local checkpoint path (:func:`renderer_identity`); one small renderer pool
+per spec and process, usable after one tokenizer load, one renderer of it kept for the event
+loop (:mod:`miles_verifiers.episodes.inline_render`); and a client that refuses, with the fix,
+what the token path cannot serve, and stops serving when its rollout call ends.
 """
 
 from __future__ import annotations
@@ -35,8 +25,13 @@ from typing import Any
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
-from miles_verifiers.episodes.content import NonTextContentError, plain_text_messages
-from miles_verifiers.episodes.inline_render import InlineRenderer, prompt_size, renders_inline
+from miles_verifiers.episodes.content import NonTextContentError
+from miles_verifiers.episodes.inline_render import (
+    InlineRenderer,
+    PlainTextRendering,
+    prompt_size,
+    renders_inline,
+)
 from miles_verifiers.episodes.v02.upstream import (
     FixedRendererPool,
     adopt_renderer_pool_fields,
@@ -61,11 +56,8 @@ _REFUSED = 400
 
 
 class UnsupportedRequestError(ProviderError, SetupError):
-    """The harness asked for something the Miles token path cannot do (a setup problem).
-
-    Its message is tagged, so the rollout function can tell "the setup is wrong" (stop the
-    run) from "this episode failed" once Verifiers has recorded it on a trace.
-    """
+    """The harness asked for something the Miles token path cannot do: a setup problem, told
+    apart from an episode's failure by its tagged message once Verifiers records it."""
 
     trace_code = UNSUPPORTED_REQUEST_CODE
 
@@ -83,9 +75,6 @@ class CallEndedError(ProviderError, RolloutCallError):
         ProviderError.__init__(self, message, status_code=status_code)
 
 
-# -- which renderer --------------------------------------------------------------------------
-
-
 def _model_renderer_map() -> Mapping[str, str]:
     from renderers.base import MODEL_RENDERER_MAP
 
@@ -95,13 +84,11 @@ def _model_renderer_map() -> Mapping[str, str]:
 def renderer_identity(
     checkpoint: str | None, model_map: Mapping[str, str] | None = None
 ) -> str | None:
-    """The Renderers model id behind ``checkpoint``, or None when there is none or it is ambiguous.
+    """The Renderers model id behind ``checkpoint``; None when there is none or it is ambiguous.
 
-    A registered id is itself. Otherwise the candidates are the ``models--org--name`` parts of
-    an HF cache path and every registered id whose last part equals the path's last component.
-    When all candidates map to one renderer, the alphabetically first id is returned; when they
-    disagree (``/models/Qwen3-0.6B`` could be ``Qwen/Qwen3-0.6B`` or ``PrimeIntellect/Qwen3-0.6B``,
-    which use different templates) there is no safe answer and the result is None.
+    Candidates: the ``models--org--name`` parts of an HF cache path and every registered id
+    whose last part is the path's last component. When they map to different renderers
+    (``Qwen/Qwen3-0.6B`` and ``PrimeIntellect/Qwen3-0.6B`` differ) there is no safe answer.
     """
     if not checkpoint:
         return None
@@ -161,20 +148,15 @@ def identify_renderer(hf_checkpoint: str | None, tokenizer_source: str | None) -
     return renderer_identity(hf_checkpoint) or renderer_identity(tokenizer_source)
 
 
-# -- the pool ----------------------------------------------------------------------------------
-
-
-def _make_growing_pool_class() -> type:
+@functools.cache
+def growing_pool_class() -> type:
+    """The pool class (built lazily so that importing this module does not import Renderers)."""
     base = renderer_pool_base()
 
-    class GrowingRendererPool(base):  # type: ignore[misc, valid-type]
-        """A Renderers ``RendererPool`` that builds its renderers on demand, up to ``size``.
-
-        It is a real ``RendererPool`` subclass because Renderers moves pool work onto worker
-        threads only for ``RendererPool`` instances. Unlike the base class it starts with one
-        renderer: each renderer loads its own tokenizer (about half a second for Qwen3), and
-        the second one is only worth it once two renders actually overlap.
-        """
+    class GrowingRendererPool(PlainTextRendering, base):  # type: ignore[misc, valid-type]
+        """A ``RendererPool`` (so Renderers moves its work to threads) that starts with one
+        renderer and builds more on demand, up to ``size``: each loads its own tokenizer
+        (about half a second for Qwen3), worth it only once two renders overlap."""
 
         def __init__(
             self, factory: Callable[[], Any], size: int, *, loop_renderer: bool = True
@@ -187,22 +169,13 @@ def _make_growing_pool_class() -> type:
             self._capacity = size
             self._idle: queue.Queue[Any] = queue.Queue()
             self._idle.put(first)
-            self._built = 1
+            self.built = 1  # renderers built so far
             self._grow_lock = threading.Lock()
-            self._inline: InlineRenderer | None = None
+            # What short prompts render with on the event loop (None until it is built).
+            self.inline_renderer: InlineRenderer | None = None
             # Without a loop renderer every render takes a worker thread.
             self._inline_started = not loop_renderer
             self.vocab_size = renderer_vocab_size(first)
-
-        @property
-        def inline_renderer(self) -> InlineRenderer | None:
-            """The renderer short prompts use on the event loop; None until it is built."""
-            return self._inline
-
-        @property
-        def built(self) -> int:
-            """How many renderers exist so far."""
-            return self._built
 
         @contextmanager
         def checkout(self) -> Iterator[Any]:
@@ -215,36 +188,13 @@ def _make_growing_pool_class() -> type:
             finally:
                 self._idle.put(renderer)
 
-        # Every render passes through the pool, so content-part lists are made plain text here
-        # (renderers disagree on them; see miles_verifiers.episodes.content), before any renderer runs.
-        def render(self, messages: Any, **kwargs: Any) -> Any:
-            return super().render(plain_text_messages(messages), **kwargs)
-
-        def render_ids(self, messages: Any, **kwargs: Any) -> Any:
-            return super().render_ids(plain_text_messages(messages), **kwargs)
-
-        def bridge_to_next_turn(
-            self,
-            previous_prompt_ids: Any,
-            previous_completion_ids: Any,
-            new_messages: Any,
-            **kwargs: Any,
-        ) -> Any:
-            return super().bridge_to_next_turn(
-                previous_prompt_ids,
-                previous_completion_ids,
-                plain_text_messages(new_messages),
-                **kwargs,
-            )
-
         def warm_up(self) -> None:
-            """Build the remaining renderers, then the loop's own (meant for a background thread)."""
+            """Build the remaining renderers, then the loop's own (on a background thread)."""
             self._fill()
             self._build_inline()
 
         def _build_inline(self) -> None:
-            # A renderer of its own, so a render on the loop never waits for one a worker
-            # thread holds. Multimodal prompts always take the thread.
+            # Its own, so the loop never waits for a thread's; multimodal prompts take threads.
             with self._grow_lock:
                 if self._inline_started or self.is_multimodal:
                     return
@@ -254,45 +204,39 @@ def _make_growing_pool_class() -> type:
             except Exception as error:
                 logger.warning("building the event loop's renderer failed: %s", error)
                 return
-            self._inline = InlineRenderer(renderer, self)
+            self.inline_renderer = InlineRenderer(renderer, self)
 
         def _fill(self) -> None:
-            while True:
-                with self._grow_lock:
-                    if self._built >= self._capacity:
-                        return
-                    self._built += 1
+            while self._reserve():
                 try:
-                    renderer = self._make_renderer()
+                    renderer = self._build_reserved()
                 except Exception as error:
-                    with self._grow_lock:
-                        self._built -= 1
                     logger.warning("building a spare renderer failed: %s", error)
                     return
                 self._idle.put(renderer)
 
         def _grow_or_wait(self) -> Any:
+            if self._reserve():
+                return self._build_reserved()
+            # Renderers calls pool methods on worker threads, so blocking here is fine.
+            return self._idle.get()
+
+        def _reserve(self) -> bool:
             with self._grow_lock:
-                grow = self._built < self._capacity
-                if grow:
-                    self._built += 1
-            if not grow:
-                # Renderers calls pool methods on worker threads, so blocking here is fine.
-                return self._idle.get()
+                if self.built >= self._capacity:
+                    return False
+                self.built += 1
+                return True
+
+        def _build_reserved(self) -> Any:
             try:
                 return self._make_renderer()
             except BaseException:
                 with self._grow_lock:
-                    self._built -= 1
+                    self.built -= 1
                 raise
 
     return GrowingRendererPool
-
-
-@functools.cache
-def growing_pool_class() -> type:
-    """The pool class (built lazily so that importing this module does not import Renderers)."""
-    return _make_growing_pool_class()
 
 
 def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
@@ -314,14 +258,12 @@ def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
 
 
 def _build_pool(spec: RendererSpec) -> Any:
-    # Import transformers (and AutoTokenizer) on this thread before any tokenizer is loaded:
-    # two threads racing through transformers' lazy imports can fail with "cannot import name
-    # 'AutoTokenizer'", and the pool may later load tokenizers on worker threads.
+    # Imported here first: two threads racing through transformers' lazy imports can fail
+    # with "cannot import name 'AutoTokenizer'", and the pool loads tokenizers on threads.
     import transformers  # noqa: F401
     from transformers import AutoTokenizer  # noqa: F401
 
-    # With two or more renderers, one of them is the event loop's (short prompts); the rest
-    # serve worker threads. A pool of one keeps it for the threads: every render takes one.
+    # With two or more renderers, one is the event loop's; a pool of one serves threads only.
     loop_renderer = spec.pool_size > 1
     try:
         threads = spec.pool_size - 1 if loop_renderer else spec.pool_size
@@ -329,9 +271,8 @@ def _build_pool(spec: RendererSpec) -> Any:
     except (OSError, ValueError, TypeError, ImportError) as error:
         raise _renderer_setup_error(spec, error) from error
     if spec.pool_size > 1:
-        # The other renderers (the loop's last) load in the background: Miles starts SGLang
-        # after building the rollout function, so they are normally ready before the first
-        # request (until the loop's is, every render takes a thread).
+        # The others (the loop's last) load in the background, normally before the first
+        # request: Miles starts SGLang after building the rollout function.
         threading.Thread(target=pool.warm_up, name="renderer-pool-warm-up", daemon=True).start()
     return pool
 
@@ -364,31 +305,22 @@ def _renderer_setup_error(spec: RendererSpec, error: BaseException) -> RendererS
     )
 
 
-# One pool per spec and process: tokenizers are expensive, and every VerifiersRolloutFn built
-# for the same model (train and eval, legacy and class path, repeated constructions in a test
-# session) can share them. Bounded, so a long-lived process does not hoard tokenizers.
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=4)  # bounded: a long-lived process does not hoard tokenizers
 def shared_renderer_pool(spec: RendererSpec) -> Any:
-    """The process-wide renderer pool for ``spec`` (built on first use, then reused)."""
+    """The process-wide renderer pool for ``spec``, shared by every client of that model."""
     return _build_pool(spec)
 
 
-# -- the client --------------------------------------------------------------------------------
-
-# The renderer the request running in this task renders with, when it is not the pool (see
-# miles_verifiers.episodes.inline_render). A context variable, because one client serves many
-# concurrent requests and Verifiers asks for the renderer in the middle of each.
+# The renderer the request running in this task renders with, when not the pool: one client
+# serves many concurrent requests, and Verifiers asks for the renderer in the middle of each.
 _REQUEST_RENDERER: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "miles_verifiers_request_renderer", default=None
 )
 
 
 class MilesTrainClient(FixedRendererPool, TrainClient):
-    """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals.
-
-    One is made per rollout call, around that call's own transport; :meth:`end` makes every
-    later request fail at once (so cancelled episodes wind down instead of running on).
-    """
+    """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals, one per
+    rollout call; after :meth:`end` every request fails at once (cancelled episodes wind down)."""
 
     def __init__(self, transport: Any, pool: Any, spec: RendererSpec) -> None:
         super().__init__(
@@ -416,10 +348,6 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
         """Refuse every request from now on (the owning rollout call is over)."""
         self._ended = True
 
-    @property
-    def ended(self) -> bool:
-        return self._ended
-
     async def get_response(
         self,
         dialect: Any,
@@ -437,23 +365,6 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
                 status_code=_REFUSED,
             )
         chosen = _REQUEST_RENDERER.set(self._inline_renderer_for(body, turn))
-        try:
-            return await self._respond(
-                dialect, body, model, sampling_args, session_id, turn, headers
-            )
-        finally:
-            _REQUEST_RENDERER.reset(chosen)
-
-    async def _respond(
-        self,
-        dialect: Any,
-        body: dict,
-        model: str,
-        sampling_args: Any,
-        session_id: str | None,
-        turn: Any,
-        headers: Mapping[str, str] | None,
-    ) -> Any:
         try:
             return await super().get_response(
                 dialect,
@@ -487,6 +398,8 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
                 "(e.g. --sglang-tokenizer-path Qwen/Qwen3-0.6B when the checkpoint is a local "
                 "copy of that model).",
             ) from error
+        finally:
+            _REQUEST_RENDERER.reset(chosen)
 
     async def relay(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedRequestError(
