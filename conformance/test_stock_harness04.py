@@ -74,7 +74,7 @@ def chat_program_ready() -> None:
     if not (fixture_configs() / "mv_arith_null.toml").is_file():
         # Checked before preparing anything: a 0.2 worker venv has no 0.4 chat program.
         pytest.skip(f"a Verifiers 0.4 fixture: the configs here ({fixture_configs()}) are 0.2's")
-    from miles_verifiers.protocol.worker_path import path_with_bin_first
+    from miles_verifiers.protocol.procs import path_with_bin_first
 
     environ = {**os.environ, "PATH": path_with_bin_first(python, os.environ.get("PATH"))}
     try:

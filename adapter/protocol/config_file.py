@@ -1,9 +1,5 @@
-"""The ``VERIFIERS_CONFIG`` file as both sides read it: where it is, and that it is TOML.
-
-The trainer side reads the file (construction refuses a missing or unreadable one before
-anything else) and sends its text across in the describe request and the setup; the episode
-side parses that text and validates it with Verifiers. Both raise the same errors, each naming
-the variable and a fix.
+"""The ``VERIFIERS_CONFIG`` file: the trainer side reads it and sends its text across, the
+episode side parses that text; both raise the same errors, each naming the variable and a fix.
 """
 
 from __future__ import annotations

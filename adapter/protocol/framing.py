@@ -1,7 +1,6 @@
-"""Length-prefixed frames over a byte stream (the local backend's stdin/stdout pipes).
+"""Length-prefixed frames (4-byte big-endian length, then the bytes) over the local pipes.
 
-A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. A length over
-:data:`MAX_FRAME_BYTES` is refused rather than read, so a corrupt stream cannot make a reader
+A length over :data:`MAX_FRAME_BYTES` is refused unread: a corrupt stream cannot make a reader
 allocate without bound.
 """
 

@@ -1,19 +1,15 @@
 """The messages between the rollout function and its episode workers, and their version.
 
-Everything here is plain JSON (pydantic models): no pickled Verifiers object crosses, so a
-worker may run another Verifiers version, in another interpreter, than the trainer process, as
-long as it speaks the same major protocol version. Each side refuses a message of another major
-version with an error naming both versions; fields it does not know (a newer minor's additions)
-are ignored, in both directions.
-
-Every request is a :class:`Request` (``version``, ``id``, one ``body``); the worker answers
-each with a :class:`Reply` of the same ``id``. The answer to the setup message is the worker's
-hello (:class:`Ready`): its protocol version and the Verifiers and Renderers it runs. A
-:class:`DescribeRequest` asks the episode side what the taskset is, for the construction checks.
+Plain JSON (pydantic), no pickled Verifiers object, so a worker may run another Verifiers in
+another interpreter as long as it speaks the same major protocol version. Each side refuses
+another major version naming both; fields it does not know (a newer minor's) are ignored.
+Every :class:`Request` is answered by a :class:`Reply` of the same ``id``; the answer to the
+setup is the worker's hello (:class:`Ready`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Annotated, Any, Literal
 
@@ -22,10 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.records import EpisodeErrorRecord, TaskRecord, TraceRecord
 
-# 2.1 added Verifiers' verdicts to the trace record (ok, is_timeout, recovered errors, the
-# episode's error with its seat, the rollout slot) and the 0.4 seats, service runtimes and
+# 2.1 added Verifiers' verdicts to the trace record and the 0.4 seats, service runtimes and
 # config notes to the description.
 PROTOCOL_VERSION = "2.1"
+# The class that answers these messages, named by a string: the trainer side must not import
+# the episode side, yet the in-process backend and the Ray actor run it.
+HANDLER = "miles_verifiers.episodes.worker:WorkerHandler"
+
+
+def load_handler_class() -> Any:
+    """The class :data:`HANDLER` names, imported now (with the episode side's dependencies)."""
+    module_name, _, attribute = HANDLER.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 class ProtocolVersionError(RolloutCallError, ValueError):
@@ -62,14 +66,12 @@ class _Message(BaseModel):
 
 
 class CleanupSpec(_Message):
-    """Seconds each wind-down step of a call may take: on the trainer (its backstop aborts) and
-    on the worker (see the episode side's ``CleanupLimits``)."""
+    """Seconds each wind-down step of a call may take, on the trainer and on the worker."""
 
     abort_s: float = 10.0
     grace_s: float = 10.0
     shutdown_s: float = 15.0
-    # How long the environment's interception servers wait for request handlers that are
-    # still running when the call ends (they belong to cancelled rollouts by then).
+    # How long interception servers wait, at the call's end, for handlers still running.
     handler_s: float = 1.0
 
 
@@ -119,13 +121,9 @@ class GroupRequest(_Message):
     sampling: list[dict[str, Any]] = Field(min_length=1)
     deadline_s: float = Field(gt=0)
 
-    @property
-    def n(self) -> int:
-        return len(self.sampling)
-
 
 class DescribeRequest(_Message):
-    """What is this taskset? Asked at construction, before any call (see :class:`Description`)."""
+    """What is this taskset? Asked at construction, before any call."""
 
     kind: Literal["describe"] = "describe"
     config_path: str
@@ -173,8 +171,7 @@ class Ready(_Message):
 
 
 class RuntimeDescription(_Message):
-    """A runtime the environment's config names: its ``type`` and whether it runs on the
-    episode worker's machine (Verifiers' own verdict, ``runtime_is_local``)."""
+    """A runtime the config names; ``local``: Verifiers' ``runtime_is_local``."""
 
     type: str
     local: bool
@@ -191,14 +188,12 @@ class SeatDescription(_Message):
     model: str | None = None  # [<seat>] model, when pinned
     has_client: bool = False  # whether [<seat>.client] is set
     runtime: RuntimeDescription
-    # Traces one episode's run() makes this seat produce, when the environment type says so
-    # (best-of-n: its n); None: the environment's run() decides.
+    # Traces one episode makes this seat produce (best-of-n: its n); None: run() decides.
     runs_per_episode: int | None = None
 
 
 class ServiceRuntimeDescription(_Message):
-    """A runtime outside the seats: a tool server's, or one the config names elsewhere (an
-    isolated verifier's ``[verifier.runtime]``)."""
+    """A runtime outside the seats: a tool server's, or one the config names elsewhere."""
 
     role: Literal["toolset", "config"]
     name: str  # the toolset class, or the config path
@@ -208,8 +203,7 @@ class ServiceRuntimeDescription(_Message):
 
 
 class Description(_Message):
-    """The episode side's answer to :class:`DescribeRequest`: everything construction checks
-    that needs the taskset loaded, so the trainer side never loads it itself."""
+    """What construction checks that needs the taskset loaded (the trainer never loads it)."""
 
     kind: Literal["description"] = "description"
     env_id: str
@@ -219,16 +213,13 @@ class Description(_Message):
     renderer_identity: str | None
     vocab_size: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
-    # Verifiers 0.4 (a minor addition; None from a 0.2 worker or an older one): the
-    # environment's class, its seats in declaration order, and the runtimes outside them.
+    # Verifiers 0.4 only (None from a 0.2 worker): the environment's class, its seats in order.
     env_type: str | None = None
     seats: list[SeatDescription] | None = None
     service_runtimes: list[ServiceRuntimeDescription] = Field(default_factory=list)
-    # What loading the config set aside, one sentence each (a vf-eval file's run keys, which
-    # Miles' flags decide); the trainer warns with them.
+    # What loading the config set aside, one sentence each; the trainer warns with them.
     config_notes: list[str] = Field(default_factory=list)
-    # The tables the environment config sits under in the file (["env"] in a vf-eval file):
-    # the seats' and runtimes' TOML keys are named under them.
+    # The tables the environment config sits under (["env"] in a vf-eval file).
     config_prefix: list[str] = Field(default_factory=list)
 
 

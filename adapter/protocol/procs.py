@@ -1,11 +1,8 @@
-"""What an episode worker started, found through /proc (Linux), and how it is ended.
+"""An episode worker's processes: its ``PATH``, and what it started, found through /proc.
 
-A local worker leaves three traces that outlast it: its process group (the worker leads its
-own session), its descendants (the worker is their child subreaper, so even a process that
-started a session of its own stays below it while the worker lives), and a token in the
-environment of everything that inherited the worker's environment (found again after the
-worker is gone, wherever such a process was reparented). Elsewhere, or where /proc cannot be
-read, every function here finds nothing and signals nothing.
+A local worker leaves three traces that outlast it: its process group, its descendants (it is
+their child subreaper) and a token in the environment of everything that inherited it (found
+wherever it was reparented). Where /proc cannot be read, nothing is found and nothing signalled.
 """
 
 from __future__ import annotations
@@ -31,6 +28,18 @@ STOP_BOUND_S = EXIT_GRACE_S + DESCENDANT_GRACE_S + 1.0
 TOKEN_VARIABLE = "MILES_VERIFIERS_EPISODE_WORKER_TOKEN"
 _PR_SET_CHILD_SUBREAPER = 36
 _PROC = Path("/proc")
+
+
+def path_with_bin_first(python: str, path: str | None) -> str:
+    """``path`` (the system default when unset) with the directory of ``python`` first.
+
+    A worker's harnesses must run its own virtualenv's programs (``uv``); the directory is the
+    path as given, never resolved: a virtualenv's ``python`` is a symlink out of it.
+    """
+    first = os.path.dirname(os.path.abspath(python))
+    entries = (os.defpath if path is None else path).split(os.pathsep)
+    rest = [entry for entry in entries if entry and entry != first]
+    return os.pathsep.join([first, *rest])
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,7 @@
 """A Verifiers trace as a plain record: the one thing the episode side hands the trainer side.
 
-The record holds exactly what the rollout function reads from a trace: conversion to a sample
-(:mod:`miles_verifiers.trainer.conversion`), evaluation entries (:mod:`miles_verifiers.trainer.evaluation`),
-metrics (:mod:`miles_verifiers.trainer.metrics`) and the drop decisions of training. Everything is
-computed on the episode side by Verifiers itself (branches, masks, log-probs, totals), so the
-trainer side never re-derives a Verifiers rule and needs no Verifiers objects, whether the
-episodes ran in workers or in the trainer's own process.
+Verifiers computes everything on the episode side (branches, masks, log-probs, totals), so the
+trainer side never re-derives a Verifiers rule, whichever backend ran the episodes.
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ class _Record(BaseModel):
 class NodeRecord(_Record):
     mask: list[bool]
     logprobs: list[float]
-    # The node's place in the trace's message graph: branches sharing a node share its id, so
-    # a sampled turn several branches hold is trained once. None from a worker without ids.
+    # Its place in the trace's graph: a turn several branches share is trained once.
     node_id: int | None = None
 
 
@@ -65,8 +60,7 @@ class EpisodeErrorRecord(_Record):
 
     type: str
     message: str
-    # The seat whose trace failed the episode (0.4: a user simulator, a judge); None when the
-    # episode failed in its own hooks or deadline.
+    # The seat whose trace failed the episode; None: its own hooks or deadline failed it.
     seat: str | None = None
     # The episode ran past a deadline (0.4's ``is_timeout``, or the adapter's own).
     timeout: bool = False
@@ -92,22 +86,16 @@ class TraceRecord(_Record):
     last_reply: str
     error: ErrorRecord | None = None
     prefix_cache: PrefixCacheRecord | None = None
-    # Added for Verifiers >= 0.3 workers (protocol 2 minor additions; older trainers ignore
-    # them, older workers leave the defaults). The agent seat that played the trace and
-    # whether it trains the policy (the worker sends only trainable ones for samples).
-    agent_name: str | None = None
-    agent_trainable: bool = True
     # Rewards Verifiers left unscored (None): the worker fails such a rollout (episode_error).
     unscored: list[str] = []
-    # Protocol 2.1: Verifiers' own verdicts, read, never inferred. ``ok`` is the trace's
-    # verdict (0.4 ``trace.ok``; 0.2 ``not trace.has_error``); None from an older worker.
+    # Protocol 2.1: Verifiers' own verdicts, never inferred (0.4 ``trace.ok``; 0.2
+    # ``not trace.has_error``); None from an older worker.
     ok: bool | None = None
     # 0.4 ``trace.is_timeout``: an agent timeout is a stop, the trace stays ok and is scored.
     is_timeout: bool = False
     # Errors an ok trace keeps from the attempts Verifiers retried before it succeeded.
     recovered_errors: int = 0
-    # Set when the episode this trace belongs to is not ok (0.4 ``episode.ok``; 0.2: the
-    # group's episode raised), whatever the trace's own verdict.
+    # Set when the trace's episode is not ok, whatever the trace's own verdict.
     episode_error: EpisodeErrorRecord | None = None
     # Errors an ok episode keeps from the attempts Verifiers retried ([retries]).
     episode_recovered_errors: int = 0
@@ -116,9 +104,7 @@ class TraceRecord(_Record):
 
     @property
     def failed(self) -> bool:
-        """Verifiers judged the trace failed. A trace that recovered under retries keeps its
-        errors and is not failed; a worker of protocol 2.0 sends no verdict, and there a
-        recorded error was the verdict (Verifiers 0.2's ``has_error``)."""
+        """Verifiers judged the trace failed (a 2.0 worker sends no ``ok``: an error is one)."""
         if self.ok is not None:
             return not self.ok
         return self.error is not None
@@ -193,8 +179,7 @@ def task_record(task: Any) -> TaskRecord:
 
 
 def trace_fields(trace: Any, usage: Any | None) -> dict[str, Any]:
-    """The record's fields both Verifiers generations hold alike on a trace; ``usage`` is the
-    engine's prefix-cache report for it, if any."""
+    """The fields both Verifiers generations hold alike; ``usage``: the prefix-cache report."""
     return {
         "id": trace.id,
         "task": task_record(trace.task),

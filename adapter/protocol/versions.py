@@ -1,11 +1,7 @@
-"""What each side runs: the trainer's and the workers' Python, Verifiers, Renderers and protocol.
+"""What each side runs: Python, miles-verifiers, Verifiers, Renderers and the protocol.
 
-The episode side reports its versions twice: in the description construction asks for (the
-describe step runs the workers' interpreter) and in each worker's hello (:class:`Ready`).
-``miles-verifiers check`` prints both sides, construction logs them, ``miles-verifiers rollout``
-records them in its metrics file, and a worker whose hello differs from the description stops
-the call (:class:`WorkerVersionsError`): its episodes would not be the ones construction
-checked.
+The episode side reports its versions in its description and in each worker's hello; a worker
+whose hello differs stops the call (:class:`WorkerVersionsError`).
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 
 
 def process_versions() -> dict[str, str]:
-    """This process's versions: the trainer's own, or a worker's in its hello and description
-    (a distribution that is not installed is left out)."""
+    """This process's versions (a distribution that is not installed is left out)."""
     found = versions_of(REPORTED_DISTRIBUTIONS)
     return (
         {"python": platform.python_version()}
@@ -48,8 +43,7 @@ def version_line(versions: Mapping[str, str]) -> str:
 
 
 def differences(expected: Mapping[str, str], reported: Mapping[str, str]) -> list[str]:
-    """The names whose version a worker reported otherwise than ``expected`` (a name the
-    description lacks is not compared: an older worker reports fewer)."""
+    """The names ``reported`` gives another version than ``expected`` (only those it names)."""
     return [name for name in expected if reported.get(name) != expected[name]]
 
 

@@ -165,7 +165,7 @@ def test_a_0_4_trace_becomes_the_record_the_trainer_reads():
     assert only.num_turns == 1  # sampled nodes (0.4 has no Branch.num_turns)
     assert record.rewards == {"correct": 1.0} and record.reward == 2.0
     assert record.metrics == {"answered": 1.0}  # unscored metrics are left out
-    assert (record.agent_name, record.agent_trainable, record.ok) == ("agent", True, True)
+    assert record.ok
     assert record.error is None and record.unscored == []
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from miles_verifiers.protocol import procs
-from miles_verifiers.protocol.worker_path import path_with_bin_first
+from miles_verifiers.protocol.procs import path_with_bin_first
 from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
 
 TOOL = "mv-only-in-the-worker-venv"

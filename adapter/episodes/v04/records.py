@@ -68,15 +68,12 @@ def trace_record04(
     ok = bool(trace.ok)
     node_ids = trace_node_ids(trace)
     rewards = {name: r.score for name, r in trace.rewards.items() if r is not None}
-    agent = getattr(trace, "agent", None)
     return TraceRecord(
         **trace_fields(trace, prefix_cache(trace.id) if prefix_cache is not None else None),
         branches=[branch_record(b, node_ids) for b in trace.branches],
         rewards={name: float(score) for name, score in rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items() if v is not None},
         error=error,
-        agent_name=getattr(agent, "name", None),
-        agent_trainable=bool(getattr(agent, "trainable", True)),
         unscored=sorted(name for name, r in trace.rewards.items() if r is None),
         ok=ok,
         is_timeout=bool(getattr(trace, "is_timeout", False)),

@@ -1,16 +1,9 @@
 """The trainer side of one rollout call, whichever backend runs its episodes.
 
-:class:`WorkerCallScope` spawns the call's group tasks, runs groups (``run``) by handing them
-to its :class:`EpisodeBackend` (a :class:`~miles_verifiers.trainer.backends.pool.WorkerPool` of local
-processes or Ray actors, or :class:`~miles_verifiers.trainer.backends.in_process.InProcessEpisodes`),
-and winds the call down.
-
-Winding down cancels the group tasks still waiting, tells every worker to end the call (each
-cancels its leftover episodes and aborts its own requests, rid by rid), and then, as a
-backstop whenever anything could still be running, posts an abort of the rid prefix of every
-worker that took part, a lost one included. (SGLang acts on an exact rid only when one
-tokenizer process serves it; a lost worker's requests also end when SGLang sees its
-connections close.)
+Winding a call down cancels its waiting group tasks, has every worker end the call (each
+aborts its own requests, rid by rid), then, whenever anything could still run, aborts the rid
+prefix of every worker that took part, a lost one included: SGLang acts on an exact rid only
+when one tokenizer process serves it.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 import httpx
 
@@ -27,9 +20,10 @@ from miles_verifiers.engine.client import EngineClient
 from miles_verifiers.errors import abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
 from miles_verifiers.protocol.messages import CallStart, CleanupSpec, GroupRequest
+from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
 from miles_verifiers.trainer.backends.pool import (
     RESTARTS_SETTING,
-    CallOnWorkers,
+    WorkerPool,
     WorkerRestartLimitError,
 )
 from miles_verifiers.trainer.groups import GroupRun
@@ -37,26 +31,8 @@ from miles_verifiers.trainer.groups import GroupRun
 logger = logging.getLogger(__name__)
 
 SamplingFor = Callable[[int], Sequence[dict[str, Any]]]
-
-
-class EpisodeBackend(Protocol):
-    """Where the groups of a call run; every backend answers with trace records.
-
-    A backend starts the call where it runs a group of it first (``call.start_message`` with
-    the rid prefix it chose), ends it on ``end_call`` and stops everything on ``close``.
-    """
-
-    async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
-        """The group's run; its traces are :class:`~miles_verifiers.protocol.records.TraceRecord`."""
-        ...
-
-    async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
-        """End the call wherever it started; returns the rid prefixes it could not end."""
-        ...
-
-    def close(self) -> None:
-        """Stop every worker now (any thread; bounded)."""
-        ...
+# Where the groups of a call run: a call starts where its first group runs.
+EpisodeBackend = WorkerPool | InProcessEpisodes
 
 
 @dataclass
@@ -89,8 +65,6 @@ class WorkerCallScope:
             except Exception as error:
                 logger.debug("closing the SGLang transport failed: %r", error)
 
-    # -- what the pool asks of a call
-
     def start_message(self, rid_prefix: str) -> CallStart:
         self.prefixes.append(rid_prefix)
         return CallStart(
@@ -115,11 +89,8 @@ class WorkerCallScope:
 
     def worker_lost(self, rid_prefix: str | None) -> None:
         self._needs_backstop = True
-        if rid_prefix is not None:
-            # Its requests may still be running on the engines: abort them now, bounded.
+        if rid_prefix is not None:  # its requests may still run on the engines
             self.spawn(self._abort([rid_prefix]), name=f"abort-{rid_prefix}")
-
-    # -- what training and evaluation ask of a call
 
     def spawn(
         self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None

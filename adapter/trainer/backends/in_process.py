@@ -1,12 +1,8 @@
 """The in-process backend: the episodes run in the trainer's own interpreter and event loop.
 
-The same handler a worker runs (named by :mod:`miles_verifiers.protocol.handler`, so this side
-never imports the episode side) answers the same requests, handed over as they are (no JSON,
-no frames): the describe request and the setup at construction, then each call's start, groups
-and end. A group's traces become trace records exactly where a worker makes them, and the
-trainer side reads one record type whatever the backend. There is no process to lose, restart
-or kill: an episode past its deadline is cancelled by the handler, and ending the call ends
-whatever of it still runs.
+The handler a worker runs answers the same requests, handed over as they are (no JSON, no
+frames). There is no process to lose or kill: the handler cancels an episode past its deadline,
+and ending the call ends whatever of it still runs.
 """
 
 from __future__ import annotations
@@ -15,10 +11,9 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from miles_verifiers.errors import describe_error
-from miles_verifiers.protocol.handler import load_handler_class
 from miles_verifiers.protocol.messages import (
     DescribeRequest,
     Description,
@@ -26,23 +21,21 @@ from miles_verifiers.protocol.messages import (
     GroupResult,
     Ready,
     WorkerSetup,
+    load_handler_class,
 )
 from miles_verifiers.protocol.versions import check_worker_versions
 from miles_verifiers.trainer.backends.pool import CallOnWorkers, WorkerRefusedError, group_run
 from miles_verifiers.trainer.groups import GroupRun
 
 logger = logging.getLogger(__name__)
+_Body = TypeVar("_Body")
 
 
 class InProcessEpisodes:
-    """One handler in this process; a call's rid prefix is its call id.
+    """One handler in this process, both the episode side construction asks and the backend
+    the calls run on; a call's rid prefix is its call id."""
 
-    At construction it is the episode side construction asks (``describe``, then ``start``
-    with the setup); afterwards the backend the calls run their groups on.
-    """
-
-    # The workers' interpreter: none, the episodes run in this one.
-    python: str | None = None
+    python: str | None = None  # no workers' interpreter: the episodes run in this one
 
     def __init__(self, handler: Any = None) -> None:
         self._handler = (
@@ -51,43 +44,27 @@ class InProcessEpisodes:
         # call id -> the task starting that call on the handler (its first group starts it).
         self._starts: dict[str, asyncio.Task[Any]] = {}
 
-    # -- construction
-
     def describe(self, request: DescribeRequest) -> Description:
         """The handler's description; its refusal is raised here as the error it raised."""
-        body = _answer_now(self._handler.handle(request))
-        if not isinstance(body, Description):
-            raise WorkerRefusedError(
-                f"the in-process episodes answered a describe with {body.kind}"
-            )
-        return body
+        return _expect(_answer_now(self._handler.handle(request)), Description, "a describe")
 
     def start(
         self, setup: WorkerSetup, description: Description, settings: Any
     ) -> InProcessEpisodes:
-        """Set the handler up now (the taskset the describe step loaded, the renderer pool), and
-        check that its hello reports the versions its description did."""
-        hello = _answer_now(self._handler.handle(setup))
-        if not isinstance(hello, Ready):
-            raise WorkerRefusedError(
-                f"the in-process episodes answered the setup with {hello.kind}"
-            )
+        """Set the handler up now; its hello must report the versions its description did."""
+        hello = _expect(_answer_now(self._handler.handle(setup)), Ready, "the setup")
         reported = {**hello.versions, "protocol": hello.protocol}
         check_worker_versions(description.versions, reported, "the in-process episode side")
         return self
 
-    # -- calls
-
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
         await asyncio.shield(self._started(call))
         # Shielded as on a worker: the caller giving up does not stop the episode; ending the
-        # call does (it cancels the episodes left and aborts their requests, rid by rid).
+        # call does.
         answer = asyncio.ensure_future(self._handler.handle(request))
         answer.add_done_callback(_retrieve)
         body = await asyncio.shield(answer)
-        if not isinstance(body, GroupResult):
-            raise WorkerRefusedError(f"the in-process episodes answered a group with {body.kind}")
-        return group_run(body)
+        return group_run(_expect(body, GroupResult, "a group"))
 
     def _started(self, call: CallOnWorkers) -> asyncio.Task[Any]:
         start = self._starts.get(call.call_id)
@@ -114,9 +91,15 @@ class InProcessEpisodes:
         """Nothing runs outside a call here, and each call ends itself."""
 
 
+def _expect(body: Any, kind: type[_Body], what: str) -> _Body:
+    if not isinstance(body, kind):
+        raise WorkerRefusedError(f"the in-process episodes answered {what} with {body.kind}")
+    return body
+
+
 def _answer_now(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run one of the handler's answers to completion from synchronous construction (on a
-    thread of its own when construction itself runs on an event loop, which must not block)."""
+    """Run one of the handler's answers from synchronous construction (on a thread of its own
+    when construction runs on an event loop, which must not block)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -21,16 +21,10 @@ class WorkerLink(Protocol):
     def description(self) -> str: ...
 
     async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
-        """The reply to ``payload``. Raises :class:`WorkerLostError` when the worker dies or
-        does not answer within ``timeout_s`` (the caller then kills it)."""
-        ...
+        """The reply; :class:`WorkerLostError` if the worker dies or is late (then killed)."""
 
     def kill(self) -> None:
-        """Stop the worker now, from any thread, without waiting on an event loop (blocking,
-        bounded)."""
-        ...
+        """Stop the worker now, from any thread, blocking and bounded."""
 
     async def stop(self) -> None:
-        """What :meth:`kill` does, on the event loop that started the worker, without
-        blocking that loop."""
-        ...
+        """:meth:`kill` on the worker's event loop, without blocking it."""

@@ -1,19 +1,10 @@
 """The local backend: each worker is a process speaking frames over a pair of pipes.
 
-Workers are forked by a :class:`WorkerTemplate`, a process started with the interpreter
-``MILES_VERIFIERS_EPISODE_WORKER_PYTHON`` names, else the trainer's own, that has already
-imported Verifiers (see :mod:`miles_verifiers.episodes.template`): a worker, or the
-replacement of a lost one, starts in milliseconds. A worker gets the trainer's environment with
-the directory of the workers' interpreter first on ``PATH``, so its episodes run that
-virtualenv's programs. Each worker runs in a session of its own and
-exits when its stdin closes, so a trainer that dies leaves no orphan; the template exits when
-its socket closes. A worker is not this process's child (the template's kernel-reaped one), so
-whether it still runs is read from ``/proc``.
-
-Stopping a worker: SIGTERM (and SIGCONT, so a stopped worker can act on it), up to
-:data:`TERMINATE_GRACE_S` for it to close its environments and end what it started, then
-SIGKILL to its process group, to every process it had started (seen before the SIGTERM) and
-to every process carrying its token (see :mod:`.procs`), wherever that was reparented.
+Workers are forked, in milliseconds, by a :class:`WorkerTemplate` that has already imported
+Verifiers in the workers' interpreter. A worker runs in a session of its own and exits when its
+stdin closes, so a dead trainer leaves no orphan; it is not our child, so /proc tells whether
+it runs. Stopping one: SIGTERM and SIGCONT, up to :data:`TERMINATE_GRACE_S` to end what it
+started, then SIGKILL to its group, its descendants and whatever carries its token.
 """
 
 from __future__ import annotations
@@ -35,8 +26,6 @@ from dataclasses import dataclass
 from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers.protocol.messages import PROTOCOL_VERSION
-from miles_verifiers.protocol.procs import STOP_BOUND_S
-from miles_verifiers.protocol.worker_path import path_with_bin_first
 from miles_verifiers.trainer.backends.link import WorkerLostError
 
 logger = logging.getLogger(__name__)
@@ -44,14 +33,13 @@ logger = logging.getLogger(__name__)
 TEMPLATE_MODULE = "miles_verifiers.episodes.template"
 # A fork answers in milliseconds once the template has imported Verifiers (seconds of CPU).
 TEMPLATE_REPLY_TIMEOUT_S = 300.0
-# How long a stopped worker gets to exit after SIGTERM before it is killed: its own bound on
-# closing its environments and ending what it started, and a margin.
-TERMINATE_GRACE_S = STOP_BOUND_S + 5.0
+# A stopped worker's own bound on ending what it started, and a margin.
+TERMINATE_GRACE_S = procs.STOP_BOUND_S + 5.0
 
 
 class WorkerTemplate:
-    """The template process local workers are forked from: started at the first fork (again
-    if it has died since), ended by :meth:`close`. Thread-safe; its calls block, briefly."""
+    """The process local workers are forked from, started at the first fork (again if it died);
+    thread-safe, its calls block briefly."""
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
@@ -62,24 +50,21 @@ class WorkerTemplate:
         self._tokenizer_options: list[str] = []
 
     def preload_tokenizer(self, source: str, copies: int) -> None:
-        """Have the template load ``copies`` tokenizers of ``source`` when it starts, for the
-        processes it forks to take instead of loading their own (a template already running
-        is left as it is)."""
+        """Have the template load ``copies`` tokenizers of ``source`` for its forks, when it
+        starts."""
         self._tokenizer_options = ["--tokenizer", source, "--copies", str(copies)]
 
     def child_environ(self) -> dict[str, str]:
-        """This process's environment as a forked worker (or the describe step) gets it: the
-        directory of the workers' interpreter first on ``PATH`` (see :mod:`.worker_path`)."""
+        """This environment, with the workers' interpreter's directory first on ``PATH``."""
         env = dict(os.environ)
-        env["PATH"] = path_with_bin_first(self.python, env.get("PATH"))
+        env["PATH"] = procs.path_with_bin_first(self.python, env.get("PATH"))
         return env
 
     def fork(
         self, environ: dict[str, str], *, entry: str = "worker", stderr: int | None = None
     ) -> tuple[int, int, int]:
-        """A new process running ``entry`` with ``environ`` (and ``stderr``, else the
-        template's): its pid, its stdin's write end and its stdout's read end (this process
-        owns both descriptors). A template found dead is started again, once."""
+        """A new process running ``entry``: its pid, stdin's write end and stdout's read end
+        (ours to close). A template found dead is started again, once."""
         with self._lock:
             if self._closed:
                 raise WorkerLostError("the episode workers' template was closed")
@@ -122,8 +107,7 @@ class WorkerTemplate:
         return pid, stdin_write, stdout_read
 
     def close(self) -> None:
-        """End the template (its workers are not its to end); bounded, any thread. A fork
-        under way fails at once instead of waiting for the template's answer."""
+        """End the template, not its workers (bounded, any thread); a fork under way fails."""
         self._closed = True
         process = self._process
         if process is not None:
@@ -157,49 +141,18 @@ class WorkerTemplate:
         return ours
 
     def _end(self) -> int | None:
-        """Kill the template; its exit code (negative: the signal that ended it)."""
+        """Kill the template; its exit code."""
         if self._channel is not None:
             self._channel.close()
             self._channel = None
         process, self._process = self._process, None
         if process is None:
             return None
-        # It holds nothing but imported modules: no grace needed.
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5.0)
         return process.returncode
-
-
-class _ForkHandoff:
-    """A fork made on a thread for a waiter that may give up: whichever of the two comes
-    second ends the forked worker instead of leaving it running unowned."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._forked: tuple[int, int, int] | None = None
-        self._abandoned = False
-
-    def deliver(self, forked: tuple[int, int, int]) -> None:
-        with self._lock:
-            if not self._abandoned:
-                self._forked = forked
-                return
-        _end_fork(forked)
-
-    def take(self) -> tuple[int, int, int]:
-        with self._lock:
-            forked, self._forked = self._forked, None
-        assert forked is not None
-        return forked
-
-    def abandon(self) -> None:
-        with self._lock:
-            self._abandoned = True
-            forked, self._forked = self._forked, None
-        if forked is not None:
-            _end_fork(forked)
 
 
 def _end_fork(forked: tuple[int, int, int]) -> None:
@@ -239,6 +192,7 @@ class LocalWorker:
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
+        # Held: the event loop keeps only a weak reference to a task.
         self._reader = asyncio.get_running_loop().create_task(
             self._read_replies(), name=f"{name}-reader"
         )
@@ -249,15 +203,29 @@ class LocalWorker:
         env = template.child_environ()
         env["MILES_VERIFIERS_WORKER_PROTOCOL"] = PROTOCOL_VERSION
         token = env[procs.TOKEN_VARIABLE] = uuid.uuid4().hex
-        handoff = _ForkHandoff()
+        # The fork runs on a thread; if this start is given up meanwhile, whichever of the two
+        # comes second ends the forked worker, so none is left unowned.
+        lock = threading.Lock()
+        forks: list[tuple[int, int, int]] = []
+        given_up = False
+
+        def fork() -> None:
+            forked = template.fork(env)
+            with lock:
+                if not given_up:
+                    forks.append(forked)
+                    return
+            _end_fork(forked)
+
         try:
-            await asyncio.to_thread(lambda: handoff.deliver(template.fork(env)))
+            await asyncio.to_thread(fork)
         except BaseException:
-            # Given up (the start timed out, the call or the loop ended) or failed: a fork still
-            # under way must not leave an unowned worker behind.
-            handoff.abandon()
+            with lock:
+                given_up = True
+            if forks:
+                _end_fork(forks.pop())
             raise
-        pid, stdin_fd, stdout_fd = handoff.take()
+        pid, stdin_fd, stdout_fd = forks[0]
         loop = asyncio.get_running_loop()
         try:
             reader = asyncio.StreamReader(limit=2**20, loop=loop)
@@ -294,8 +262,7 @@ class LocalWorker:
         self._pending[request_id] = future
         try:
             stdin = self._pipes.stdin
-            # The write counts against the timeout too: a worker that stops reading its pipe
-            # would otherwise block the drain for ever.
+            # The write counts too: a worker that stops reading would block the drain for ever.
             async with asyncio.timeout(timeout_s):
                 async with self._write_lock:
                     stdin.write(encode_frame(tag(request_id, payload)))
@@ -340,7 +307,7 @@ class LocalWorker:
                 future.set_exception(WorkerLostError(f"{self.description} was lost: {reason}"))
 
     def kill(self) -> None:
-        """Stop the worker (see the module docstring); blocking and bounded, any thread."""
+        """Stop the worker (see the module docstring); blocking, bounded, any thread."""
         started = self._begin_stop()
         deadline = time.monotonic() + self._grace_s
         while time.monotonic() < deadline and self._running():

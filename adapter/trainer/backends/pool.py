@@ -1,21 +1,11 @@
-"""Hands task groups to episode workers and keeps the workers running.
+"""Hands task groups to episode workers (local processes or Ray actors) and keeps them running.
 
-* A group goes to the least loaded worker (fewest groups in flight; ties to the lowest index).
-* Workers start lazily (at a call's first group) and are reused across calls; each learns a
-  call when it first gets one of its groups, under its own rid prefix for that call.
-* A worker is *lost* when its process exits or closes its pipe, or when a group gets no answer
-  by the group's deadline plus a margin (then it is killed as hung). Its groups in flight come
-  back as failed runs (``worker_lost``), which training drops and replaces within its budget;
-  its requests are aborted on the engines by its rid prefix; the next group starts a fresh
-  worker in its place. A worker that fails to start (or does not start within
-  ``start_timeout_s``) is lost the same way. More than ``restarts_per_call`` restarts in one
-  call end the call with :class:`WorkerRestartLimitError`.
-* A worker's hello (its answer to the setup) must report the versions construction's describe
-  step reported; one that differs stops the call (:class:`WorkerVersionsError`), naming both.
-* On the event loop a worker is stopped without blocking it (:meth:`WorkerLink.stop`).
-* :meth:`WorkerPool.close` stops every worker, all at once, from any thread (the rollout
-  function calls it on ``close()``, when it is collected, and at interpreter exit); a worker
-  still starting when it is called is stopped as soon as its start returns.
+A group goes to the least loaded worker (ties to the lowest index). Workers start at a call's
+first group and are reused across calls, each under its own rid prefix per call. A worker that
+exits, fails to start, or does not answer by the group's deadline plus a margin is *lost*: its
+groups come back as ``worker_lost`` runs, and the next group starts a fresh worker, within
+``restarts_per_call`` (:class:`WorkerRestartLimitError`). A hello whose versions differ from
+the description stops the call. :meth:`WorkerPool.close` stops every worker, from any thread.
 """
 
 from __future__ import annotations
@@ -83,7 +73,7 @@ class PoolLimits:
 
 
 class CallOnWorkers(Protocol):
-    """What the pool needs from the call a group belongs to (see ``call.WorkerCallScope``)."""
+    """What the pool needs from the call a group belongs to."""
 
     call_id: str
 
@@ -131,15 +121,12 @@ class WorkerPool:
         # Links taken out of their slot and being stopped (close() stops them too).
         self._stopping: set[WorkerLink] = set()
 
-    # -- lifecycle
-
     @property
     def links(self) -> list[WorkerLink]:
         return [s.link for s in self._slots if s.link is not None]
 
     def close(self) -> None:
-        """Stop every worker now (any thread; bounded). Called on a thread that runs an event
-        loop, it returns at once and the workers stop in threads of their own."""
+        """Stop every worker now (any thread; bounded; on an event loop without waiting)."""
         with self._guard:
             self._closed = True
             links = self.links + list(self._stopping)
@@ -159,8 +146,7 @@ class WorkerPool:
                 self._stopping.discard(link)
 
     async def _bind_loop(self) -> None:
-        # Links belong to the event loop that started them; a call on another loop (tests, a
-        # restarted runner) starts fresh workers instead of reusing them.
+        # Links belong to the loop that started them: a call on another starts fresh workers.
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
@@ -171,8 +157,6 @@ class WorkerPool:
             self._loop = loop
         if stale:
             await asyncio.to_thread(kill_all, stale, wait=True)
-
-    # -- requests
 
     async def _ask(self, link: WorkerLink, body: Any, timeout_s: float) -> Any:
         request = Request(id=next(self._ids), body=body)
@@ -195,9 +179,7 @@ class WorkerPool:
             link = slot.link
             if link is None or not link.alive:
                 if link is not None:  # it died while idle
-                    slot.lost = True
-                    slot.link = None
-                    await self._stop(link)
+                    await self._drop(slot, link)
                 if slot.lost:
                     call.count_restart(self.limits.restarts_per_call)
                     slot.lost = False
@@ -245,13 +227,10 @@ class WorkerPool:
             raise RolloutCallError("the rollout function was closed; its workers are stopped")
         return link
 
-    def _pick(self) -> _Slot:
-        return min(self._slots, key=lambda s: (s.load, s.index))
-
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
         """Run one group on a worker; a lost worker yields a failed ``worker_lost`` run."""
         await self._bind_loop()
-        slot = self._pick()
+        slot = min(self._slots, key=lambda s: (s.load, s.index))
         slot.load += 1
         link: WorkerLink | None = None
         prefix: str | None = None
@@ -276,13 +255,16 @@ class WorkerPool:
         error: WorkerLostError,
     ) -> None:
         logger.warning("%s; its groups are dropped as worker_lost", error)
-        if link is None:
-            link = slot.link
-        if link is not None and slot.link is link:
-            slot.link, slot.calls, slot.lost = None, {}, True
-        if link is not None:
-            await self._stop(link)  # a hung worker is still running; a dead one left a group
+        link = link or slot.link
+        if link is not None:  # a hung worker is still running; a dead one left a group
+            await self._drop(slot, link)
         call.worker_lost(prefix)
+
+    async def _drop(self, slot: _Slot, link: WorkerLink) -> None:
+        """Stop a lost worker, taking it out of ``slot`` if it is still there."""
+        if slot.link is link:
+            slot.link, slot.calls, slot.lost = None, {}, True
+        await self._stop(link)
 
     async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
         """Tell every worker that knows the call to end it; returns the prefixes that failed."""
@@ -301,9 +283,7 @@ class WorkerPool:
                 logger.warning(
                     "ending call %s on %s failed: %s", call.call_id, link.description, error
                 )
-                if slot.link is link:
-                    slot.link, slot.calls, slot.lost = None, {}, True
-                await self._stop(link)
+                await self._drop(slot, link)
                 return prefix
 
         failed = await asyncio.gather(*(end(s, link, p) for s, link, p in started))
@@ -311,7 +291,7 @@ class WorkerPool:
 
 
 def group_run(result: GroupResult) -> GroupRun:
-    """A worker's answer to a group as the trainer side reads it (whichever backend ran it)."""
+    """A worker's answer to a group as the trainer side reads it."""
     error = result.error
     failed = RemoteEpisodeError(error.type, error.message) if error is not None else None
     return GroupRun(tuple(result.traces), result.failure, failed)

@@ -1,15 +1,8 @@
-"""The Ray backend: each worker is a Ray actor around the same :class:`WorkerHandler`.
+"""The Ray backend: each worker is a Ray actor around the same handler a local worker runs.
 
-Actors are placed by Ray's default scheduling, so with Miles' Ray cluster reachable (Ray is
-already initialised in the process, or ``RAY_ADDRESS`` names a cluster) they may land on
-other nodes; otherwise a local Ray instance is started. Ray is an optional extra
-(``pip install miles-verifiers[ray]``).
-
-An actor puts the directory of its interpreter first on ``PATH`` (see :mod:`.worker_path`).
-An actor is the child subreaper of what it starts. Stopping one (the rollout function closing,
-or the actor found hung) first asks it to shut down: it ends its calls, closing their
-environments, and ends whatever it started, within a bound; then it is killed. An actor that
-dies on its own gets no such chance.
+Actors join Miles' cluster when Ray is initialised or ``RAY_ADDRESS`` names one, else a local
+Ray starts. An actor is the subreaper of what it starts; stopping one asks it to shut down
+(end its calls and what it started, bounded), then kills it.
 """
 
 from __future__ import annotations
@@ -24,9 +17,7 @@ from typing import Any
 
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol import procs
-from miles_verifiers.protocol.handler import load_handler_class
-from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S, STOP_BOUND_S
-from miles_verifiers.protocol.worker_path import path_with_bin_first
+from miles_verifiers.protocol.messages import load_handler_class
 from miles_verifiers.trainer.backends.link import WorkerLostError
 
 logger = logging.getLogger(__name__)
@@ -55,7 +46,6 @@ def _ensure_ray() -> Any:
 
     with _init_guard:
         if not ray.is_initialized():
-            # RAY_ADDRESS (if set) joins that cluster; otherwise a local instance starts.
             ray.init(
                 address=os.environ.get("RAY_ADDRESS") or None,
                 ignore_reinit_error=True,
@@ -69,9 +59,8 @@ class _EpisodeWorkerActor:
     """The actor body: one handler, request bytes in, reply bytes out."""
 
     def __init__(self, python: str | None = None) -> None:
-        # Its episodes run the programs of the interpreter it was started with (the workers'
-        # virtualenv, as the path was given; else the one Ray started it with).
-        os.environ["PATH"] = path_with_bin_first(python or sys.executable, os.environ.get("PATH"))
+        path = os.environ.get("PATH")
+        os.environ["PATH"] = procs.path_with_bin_first(python or sys.executable, path)
         procs.become_child_subreaper()
         self._handler = load_handler_class()()
 
@@ -81,11 +70,11 @@ class _EpisodeWorkerActor:
     async def shutdown(self) -> None:
         """End every call (closing its environment), then what this actor started."""
         try:
-            async with asyncio.timeout(EXIT_GRACE_S):
+            async with asyncio.timeout(procs.EXIT_GRACE_S):
                 await self._handler.close()
         finally:
             started = procs.descendants(os.getpid())
-            await asyncio.to_thread(procs.end, started, DESCENDANT_GRACE_S)
+            await asyncio.to_thread(procs.end, started, procs.DESCENDANT_GRACE_S)
 
     async def ping(self) -> bool:
         return True
@@ -136,7 +125,7 @@ class RayWorker:
 
             if ray.is_initialized():
                 try:
-                    ray.get(self._actor.shutdown.remote(), timeout=STOP_BOUND_S)
+                    ray.get(self._actor.shutdown.remote(), timeout=procs.STOP_BOUND_S)
                 finally:
                     ray.kill(self._actor, no_restart=True)
         except Exception as error:  # stopping must not raise at close or exit

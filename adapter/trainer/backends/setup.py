@@ -1,13 +1,8 @@
-"""The trainer side of the seam: the episode side construction talks to, chosen once.
+"""The episode side construction talks to, chosen once: this process, local workers or Ray.
 
-:func:`choose_episode_side` picks it from the settings, before any check: this process
-(:class:`~miles_verifiers.trainer.backends.in_process.InProcessEpisodes`), local worker
-processes (:class:`LocalWorkers`) or Ray actors (:class:`RayWorkers`). Construction asks each
-the same two things with the same messages: ``describe`` (a :class:`DescribeRequest`, answered
-with a :class:`Description`) and ``start`` (a :class:`WorkerSetup`, giving the backend the calls
-run on). Nothing here imports Verifiers or Renderers: the workers' description comes from a
-process forked by their template (started with the workers' interpreter), and the pool only
-exchanges protocol messages.
+Construction asks each to ``describe`` the taskset, then to ``start`` the backend the calls run
+on. Nothing here imports Verifiers: the workers' description comes from a process their
+template forks.
 """
 
 from __future__ import annotations
@@ -19,8 +14,8 @@ import select
 import signal
 import tempfile
 import time
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol import procs
@@ -34,11 +29,10 @@ from miles_verifiers.protocol.messages import (
     WorkerSetup,
     read_reply,
 )
-from miles_verifiers.trainer.backends.call import EpisodeBackend
 from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
 from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
-from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool
+from miles_verifiers.trainer.backends.pool import LinkStarter, PoolLimits, WorkerPool
 
 # Seconds on top of the episode deadline and its wind-down before a worker counts as hung.
 ANSWER_SLACK_S = 5.0
@@ -67,9 +61,8 @@ def _setup_error_classes() -> dict[str, type[SetupError]]:
 
 
 def _as_setup_error(refused: Refused) -> SetupError:
-    """The construction error the episode side raised, as the same class where it is known here
-    (its message unchanged), else as its nearest base known here (a config error stays one), so
-    a check reads the same whichever side made it."""
+    """The episode side's construction error as the same class here, else its nearest base
+    known here, so a check reads the same whichever side made it."""
     known = _setup_error_classes()
     cls: type[SetupError] = EpisodeSideError
     message = f"{refused.error_type}: {refused.message}"
@@ -87,8 +80,8 @@ def _as_setup_error(refused: Refused) -> SetupError:
 def describe_elsewhere(
     python: str, request: DescribeRequest, template: WorkerTemplate | None = None
 ) -> Description:
-    """The episode side's description, from a process forked from ``template`` (the workers'
-    own, kept running for them), else from a template of its own started with ``python``."""
+    """The description from a process forked by ``template`` (the workers'), else by a
+    template of its own started with ``python``."""
     payload = Request(id=1, body=request).model_dump_json().encode()
     own = template is None
     template = template or WorkerTemplate(python)
@@ -120,8 +113,7 @@ def describe_elsewhere(
 
 
 def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tuple[bytes, str]:
-    """The describe step's whole output, and how it ended; bounded by DESCRIBE_TIMEOUT_S. The
-    process is gone when this returns: construction leaves only the template running."""
+    """The describe step's whole output and how it ended (bounded); the process is gone after."""
     try:
         pid, stdin, stdout = template.fork(
             template.child_environ(), entry="describe", stderr=stderr
@@ -156,92 +148,62 @@ def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tupl
     )
 
 
-class EpisodeSide(Protocol):
-    """What construction asks of the episode side, whichever backend it is."""
-
-    @property
-    def python(self) -> str | None:
-        """The workers' interpreter; None: the episodes run in this process."""
-        ...
-
-    def describe(self, request: DescribeRequest) -> Description:
-        """The taskset as the episode side sees it; a refusal is raised as its setup error."""
-        ...
-
-    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> EpisodeBackend:
-        """The backend the calls run on, given the setup every worker (or this process) gets;
-        each must report the versions ``description`` reported."""
-        ...
-
-    def close(self) -> None:
-        """Release what was started for construction (construction failed)."""
-        ...
-
-
 def choose_episode_side(settings: Any, *, describe_only: bool = False) -> EpisodeSide:
-    """Where the episodes run, from the adapter settings. ``describe_only`` (``check``): nothing
-    is kept running for workers that will not start."""
+    """Where the episodes run; ``describe_only`` (``check``) keeps nothing running for workers."""
     python = settings.episode_python
     if python is None:
         return InProcessEpisodes()
     template = None if describe_only else WorkerTemplate(settings.episode_worker_python)
-    if settings.episode_worker_backend == "ray":
-        return RayWorkers(python, template)
-    return LocalWorkers(python, template)
+    return EpisodeWorkers(python, template, ray=settings.episode_worker_backend == "ray")
 
 
-class _Workers:
-    def __init__(self, python: str, template: WorkerTemplate | None) -> None:
+class EpisodeWorkers:
+    """Local worker processes, forked by the template that forked the describe step, or Ray
+    actors (the template then served the describe step only)."""
+
+    def __init__(self, python: str, template: WorkerTemplate | None, *, ray: bool) -> None:
         self.python = python
-        # Forks the describe step (and, for local workers, the workers themselves).
         self._template = template
+        self._ray = ray
 
     def describe(self, request: DescribeRequest) -> Description:
         return describe_elsewhere(self.python, request, self._template)
+
+    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> WorkerPool:
+        on_close: Callable[[], None] | None = None
+        start: LinkStarter
+        if self._ray:
+            from miles_verifiers.trainer.backends.ray import start_ray_worker
+
+            self.close()
+            start = functools.partial(start_ray_worker, python=settings.episode_worker_python)
+        else:
+            template = self._template or WorkerTemplate(settings.episode_worker_python)
+            start = functools.partial(LocalWorker.start, template=template)
+            on_close = template.close
+        limits = PoolLimits(
+            count=settings.episode_workers,
+            restarts_per_call=settings.episode_worker_restarts,
+            # Past its deadline a worker still cancels the episode and aborts its requests.
+            answer_margin_s=settings.cleanup_grace_s + settings.abort_timeout_s + ANSWER_SLACK_S,
+        )
+        pool = WorkerPool(
+            limits,
+            setup,
+            start,
+            on_close=on_close,
+            expected_versions=description.versions,
+        )
+        self._template = None  # the pool owns it now (Ray's: closed above)
+        return pool
 
     def close(self) -> None:
         if self._template is not None:
             self._template.close()
 
 
-class LocalWorkers(_Workers):
-    """Worker processes forked from the template that forked the describe step."""
-
-    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> WorkerPool:
-        template = self._template or WorkerTemplate(settings.episode_worker_python)
-        pool = WorkerPool(
-            _limits(settings),
-            setup,
-            functools.partial(LocalWorker.start, template=template),
-            on_close=template.close,
-            expected_versions=description.versions,
-        )
-        self._template = None  # the pool owns it now
-        return pool
-
-
-class RayWorkers(_Workers):
-    """Ray actors; the template served the describe step only (actors are not forked)."""
-
-    def start(self, setup: WorkerSetup, description: Description, settings: Any) -> WorkerPool:
-        from miles_verifiers.trainer.backends.ray import start_ray_worker
-
-        self.close()
-        return WorkerPool(
-            _limits(settings),
-            setup,
-            functools.partial(start_ray_worker, python=settings.episode_worker_python),
-            expected_versions=description.versions,
-        )
-
-
-def _limits(settings: Any) -> PoolLimits:
-    return PoolLimits(
-        count=settings.episode_workers,
-        restarts_per_call=settings.episode_worker_restarts,
-        # Past its deadline a worker still cancels the episode and aborts its requests.
-        answer_margin_s=settings.cleanup_grace_s + settings.abort_timeout_s + ANSWER_SLACK_S,
-    )
+# What construction asks to ``describe`` the taskset, then to ``start`` the calls' backend.
+EpisodeSide = InProcessEpisodes | EpisodeWorkers
 
 
 def worker_setup(
