@@ -1,16 +1,13 @@
 """The episode side: owns environments, a renderer pool and one transport per call.
 
-:class:`WorkerHandler` answers protocol requests. It is the same object behind every backend:
-a local child process and a Ray actor (``handle_frame`` takes request bytes and returns reply
-bytes), and the trainer's own process (``handle`` takes the request itself, see
-:mod:`miles_verifiers.trainer.backends.in_process`). What differs between Verifiers
-generations (loading, the model client, running a group) is a :class:`Generation`:
-:class:`Generation02` here, ``Generation04`` in :mod:`miles_verifiers.episodes.v04.episodes`.
-Each rollout call gets its own :class:`~miles_verifiers.episodes.v02.calls.CallScope` (own
-environment, transport with the rid prefix the trainer chose for this worker, client), keyed
-by call id and held by one task from entry to exit, so a training and an evaluation call on
-one worker stay apart. Ending a call cancels its leftover episodes and aborts their requests
-on the engines.
+:class:`WorkerHandler` answers protocol requests behind every backend: a local child and a Ray
+actor (``handle_frame``, bytes in and out) and the trainer's own process (``handle``). What
+differs between Verifiers generations is a :class:`Generation`: :class:`Generation02` here,
+``Generation04`` in :mod:`miles_verifiers.episodes.v04.episodes`. Each rollout call gets its
+own :class:`~miles_verifiers.episodes.v02.calls.CallScope` (environment, transport with the
+trainer's rid prefix, client), held by one task from entry to exit, so a training and an
+evaluation call on one worker stay apart; ending it cancels its episodes and aborts their
+requests.
 """
 
 from __future__ import annotations
@@ -95,42 +92,24 @@ class OpenCall:
 
 
 class Generation(Protocol):
-    """What differs between Verifiers generations behind one worker; the handler does the rest
-    (the protocol, the calls' lifetimes, the transports)."""
+    """What differs between Verifiers generations; the handler does the rest. ``build`` and
+    ``describe`` run in a thread; ``open_call`` gives a call's model client and the address its
+    episodes reach it at (or ""), ``close_call`` releases what it lent."""
 
-    def build(self, setup: WorkerSetup) -> Any:
-        """Load what ``setup`` names: a thing with ``setup``, ``tasks``, ``environments`` and
-        ``limits`` (runs in a thread)."""
-        ...
+    def build(self, setup: WorkerSetup) -> Any: ...
 
-    def describe(self, request: DescribeRequest) -> ReplyBody:
-        """The answer to a describe request (runs in a thread)."""
-        ...
+    def describe(self, request: DescribeRequest) -> ReplyBody: ...
 
-    def open_call(self, built: Any, start: CallStart, transport: Any) -> tuple[Any, str]:
-        """The model client of a call's episodes and the address they reach it at (or "")."""
-        ...
+    def open_call(self, built: Any, start: CallStart, transport: Any) -> tuple[Any, str]: ...
 
-    def close_call(self, call_id: str) -> None:
-        """Release what :meth:`open_call` lent (the call's scope has exited)."""
-        ...
+    def close_call(self, call_id: str) -> None: ...
 
-    async def run_group(self, built: Any, call: OpenCall, request: GroupRequest) -> GroupResult:
-        """Run one group's rollouts in ``call`` (a task of the call's scope)."""
-        ...
+    async def run_group(self, built: Any, call: OpenCall, request: GroupRequest) -> GroupResult: ...
 
 
 def build(setup: WorkerSetup) -> Built02:
-    """Load the config, the taskset and the renderer pool the construction checks described.
-
-    Only the worker's own interpreter and packages are used (the taskset packages must be
-    installed where the workers run): nothing of the trainer's import path is borrowed.
-    """
-    from miles_verifiers.episodes.v02.clients import shared_renderer_pool
-
-    config, loaded = load_config_and_taskset(setup.config_path, setup.config_text)
-    check_task_count(setup, len(loaded.tasks))
-    return assemble(setup, config, loaded, shared_renderer_pool(renderer_spec(setup)))
+    """Load the config, the taskset and the renderer pool with the worker's own packages."""
+    return assemble(setup, *load_config_and_taskset(setup.config_path, setup.config_text))
 
 
 def check_task_count(setup: WorkerSetup, loaded: int) -> None:
@@ -142,22 +121,20 @@ def check_task_count(setup: WorkerSetup, loaded: int) -> None:
         )
 
 
-def renderer_spec(setup: WorkerSetup) -> Any:
-    from miles_verifiers.episodes.v02.clients import RendererSpec
-
-    return RendererSpec(**setup.renderer.model_dump())
-
-
-def assemble(setup: WorkerSetup, config: Any, loaded: Any, renderer_pool: Any) -> Built02:
-    """What ``setup`` builds, from a config and taskset already loaded and a renderer pool."""
+def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built02:
+    """What ``setup`` builds, from a config and taskset already loaded."""
     from verifiers.v1 import Environment
 
+    from miles_verifiers.episodes.v02.clients import RendererSpec, shared_renderer_pool
+
+    check_task_count(setup, len(loaded.tasks))
+    spec = RendererSpec(**setup.renderer.model_dump())
     return Built02(
         setup,
         loaded.tasks,
         EnvironmentPool(lambda: Environment(config), first=loaded.environment),
-        renderer_pool,
-        renderer_spec(setup),
+        shared_renderer_pool(spec),
+        spec,
         CleanupLimits(**setup.cleanup.model_dump()),
     )
 
@@ -176,10 +153,8 @@ class _Described:
 class Generation02:
     """Verifiers 0.2.0: ``Environment`` groups, the project's own ``TrainClient``.
 
-    ``keeps_described``: the setup follows the describe step in this same process (the
-    trainer's own), so describing builds the process-wide renderer pool rather than one
-    renderer, and the config and taskset it loaded serve the setup instead of being loaded
-    again.
+    ``keeps_described``: the setup follows the describe step in this process (the trainer's),
+    so describing builds the shared renderer pool, and what it loaded serves the setup.
     """
 
     builder: Callable[[WorkerSetup], Any] = build
@@ -187,17 +162,13 @@ class Generation02:
     _described: _Described | None = None
 
     def build(self, setup: WorkerSetup) -> Any:
-        from miles_verifiers.episodes.v02.clients import shared_renderer_pool
-
         kept, self._described = self._described, None
         if kept is None or (kept.config_path, kept.config_text) != (
             setup.config_path,
             setup.config_text,
         ):
             return self.builder(setup)
-        check_task_count(setup, len(kept.loaded.tasks))
-        pool = shared_renderer_pool(renderer_spec(setup))
-        return assemble(setup, kept.config, kept.loaded, pool)
+        return assemble(setup, kept.config, kept.loaded)
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
         if not self.keeps_described:
@@ -239,11 +210,6 @@ class Generation02:
         )
 
 
-def installed_generation() -> Generation:
-    """The generation of the Verifiers this interpreter has installed."""
-    return generation_for(process_versions().get("verifiers"))
-
-
 def generation_for(verifiers_version: str | None) -> Generation:
     from miles_verifiers.versions import uses_slots_api
 
@@ -255,8 +221,8 @@ def generation_for(verifiers_version: str | None) -> Generation:
 
 
 def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
-    """The transport settings of one call: the trainer's template for its mode, with the
-    engine address and the rid prefix the trainer chose for this worker."""
+    """One call's transport settings: the trainer's template for its mode, with the engine
+    address and this worker's rid prefix."""
     from miles_verifiers.episodes.transport import TransportSettings
 
     template = setup.transport.get(start.mode)
@@ -268,22 +234,21 @@ def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
 
 
 class WorkerHandler:
-    """Answers one worker's requests; every call it serves is keyed by its call id.
-
-    ``generation`` defaults to the installed Verifiers' (:func:`installed_generation`).
-    """
+    """Answers one worker's requests, keying every call by its id; ``generation`` defaults to
+    the installed Verifiers'."""
 
     def __init__(self, generation: Generation | None = None) -> None:
-        self._generation = generation if generation is not None else installed_generation()
+        if generation is None:
+            generation = generation_for(process_versions().get("verifiers"))
+        self._generation = generation
         self._built: Any = None
         self._calls: dict[str, OpenCall] = {}
         self._router_drops_warned: set[str] = set()  # warned once per worker
 
     @classmethod
     def in_trainer_process(cls) -> WorkerHandler:
-        """The handler the in-process backend runs. Verifiers 0.2.0 is the one generation the
-        trainer's own interpreter may run (its describe step refuses any other version, naming
-        the worker interpreter as the way out); what describing loads serves the setup."""
+        """The in-process backend's handler: 0.2.0 is the one generation the trainer's own
+        interpreter may run (its describe step refuses any other)."""
         return cls(Generation02(keeps_described=True))
 
     async def handle_frame(self, data: bytes) -> bytes:
@@ -345,9 +310,8 @@ class WorkerHandler:
         await asyncio.shield(call.opened)
 
     async def _hold(self, call: OpenCall) -> None:
-        """Enter the call's scope, wait for the call to end, exit the scope: all in this one
-        task, so that Verifiers' serving context is left where it was entered, whether the
-        call ends by ``end_call`` or by this task being cancelled (the loop shutting down)."""
+        """Enter the call's scope, wait for its end, exit: in one task, so Verifiers' serving
+        context is left where it was entered, by ``end_call`` or cancellation alike."""
         try:
             async with call.scope:
                 call.opened.set_result(None)

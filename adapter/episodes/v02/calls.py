@@ -1,15 +1,10 @@
 """Running Verifiers episodes for one rollout call, and winding them down cleanly.
 
-Each rollout call (a training step or an evaluation) gets a :class:`CallScope`: its own
-Verifiers ``Environment`` (``env.serving()`` keeps per-environment serving state, so two
-overlapping calls must not share one), its own SGLang transport (its own rid prefix, so its
-aborts reach only its own requests) and its own client around the shared renderer pool.
-
-Leaving the scope winds everything down within bounded time: the client stops serving, every
-episode still running is cancelled, this call's requests are aborted on the workers behind the
-router, the cancelled episodes get a short grace period, and the environment's servers are
-shut down under a deadline (Verifiers' interception server would otherwise wait up to a minute
-for a request handler that is still running).
+Each rollout call gets a :class:`CallScope`: its own ``Environment`` (``env.serving()`` keeps
+per-environment state), its own SGLang transport (its rid prefix, so its aborts reach only its
+requests) and client. Leaving the scope winds down within bounded time: the client stops
+serving, leftover episodes are cancelled and their requests aborted, and the environment's
+servers shut down under a deadline.
 """
 
 from __future__ import annotations
@@ -37,24 +32,14 @@ class EpisodeTimeoutError(RolloutCallError, TimeoutError):
     """An episode ran past its wall-clock deadline and was cancelled."""
 
 
-# -- one task group ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class EpisodeRun:
-    """What running one task's episode produced: its Verifiers traces, in rollout order (the
-    worker turns them into trace records). When the episode itself failed (``failure`` set)
-    they are whatever traces its rollouts had reached, possibly fewer than asked for, possibly
-    unscored.
-    """
+    """One task's episode: its traces in rollout order; when it failed (``failure`` set), those
+    its rollouts had reached (maybe fewer, maybe unscored)."""
 
     traces: tuple[Any, ...]
     failure: EpisodeFailure | None = None
     error: BaseException | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
 
 
 def _reached_traces(episode: Any) -> tuple[Any, ...]:
@@ -71,11 +56,10 @@ async def run_group(
     semaphore: asyncio.Semaphore | None,
     deadline_s: float,
 ) -> EpisodeRun:
-    """Run ``len(contexts)`` rollouts of ``task``, rollout ``k`` with model context ``contexts[k]``.
+    """Run ``len(contexts)`` rollouts of ``task``, rollout ``k`` with ``contexts[k]``.
 
-    Never raises for the episode's own failures: ``env.episode`` refusing the task, a group
-    reward raising out of ``episode.run`` (verifiers lets ``TaskError`` escape there), or the
-    deadline passing are returned as a failed :class:`EpisodeRun`. Cancellation propagates.
+    The episode's own failures (a refused task, a group reward raising, the deadline) are
+    returned as a failed :class:`EpisodeRun`; cancellation propagates.
     """
     episode = None
     try:
@@ -96,17 +80,10 @@ async def run_group(
         return EpisodeRun(_reached_traces(episode), "episode_error", error)
 
 
-# -- environments ---------------------------------------------------------------------------------
-
-
 class EnvironmentPool:
-    """Verifiers environments for one config, one per concurrent rollout call.
-
-    Building an ``Environment`` is cheap (the taskset is loaded once, at construction, and its
-    tasks are reused), but ``env.serving()`` keeps state on the instance, so a call checks one
-    out for its whole duration. An environment whose shutdown did not finish cleanly is not
-    reused.
-    """
+    """Verifiers environments for one config, one checked out per concurrent rollout call
+    (``env.serving()`` keeps state on the instance); one that did not shut down cleanly is not
+    given back."""
 
     def __init__(self, factory: Callable[[], Any], first: Any | None = None) -> None:
         self._factory = factory
@@ -119,9 +96,6 @@ class EnvironmentPool:
         self._idle.append(environment)
 
 
-# -- one rollout call --------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class CleanupLimits:
     """Seconds the wind-down of a call may spend in each step (each bounded)."""
@@ -129,18 +103,14 @@ class CleanupLimits:
     abort_s: float = 10.0
     grace_s: float = 10.0
     shutdown_s: float = 15.0
-    # How long the environment's interception servers wait for request handlers that are
-    # still running when the call ends (they belong to cancelled rollouts by then).
+    # How long the interception servers wait for handlers still running at call end.
     handler_s: float = 1.0
 
 
 @dataclass
 class CallScope:
-    """The resources of one rollout call; use as ``async with``.
-
-    ``spawn`` starts episode work that belongs to the call; whatever is still running when the
-    scope exits (normally or not) is cancelled and its requests aborted.
-    """
+    """The resources of one rollout call (``async with``); what ``spawn`` started and still
+    runs at exit is cancelled and its requests aborted."""
 
     environments: EnvironmentPool
     transport: Any
@@ -210,7 +180,10 @@ class CallScope:
         if self._serving is None:
             return
         serving, self._serving = self._serving, None
-        hurry_interception_shutdown(self.environment, self.limits.handler_s)
+        # Verifiers 0.2.0's aiohttp servers give each connection 60 s; a cancelled
+        # user-simulator rollout's handler can wait on a closed MCP session that never answers.
+        for runner in interception_runners(self.environment):
+            set_shutdown_timeout(runner, self.limits.handler_s)
         try:
             async with asyncio.timeout(self.limits.shutdown_s):
                 await serving.__aexit__(None, None, None)
@@ -232,17 +205,3 @@ class CallScope:
             await self.transport.close()
         except Exception as error:
             logger.debug("closing the SGLang transport failed: %r", error)
-
-
-def hurry_interception_shutdown(environment: Any, seconds: float) -> None:
-    """Make the environment's interception servers give up on leftover handlers after ``seconds``.
-
-    Verifiers 0.2.0 shuts its aiohttp interception servers down with aiohttp's default grace
-    of 60 s per connection. When a user-simulator rollout is cancelled, its request handler can
-    be left waiting on the simulator's MCP session, which was closed with the rollout and never
-    answers, so every cancellation would cost that full minute. At call end every rollout of
-    the call has finished or been cancelled, so whatever handler is still running is orphaned.
-    (Private attributes of verifiers 0.2.0 and aiohttp: anything missing is left alone.)
-    """
-    for runner in interception_runners(environment):
-        set_shutdown_timeout(runner, seconds)

@@ -1,19 +1,10 @@
 """Load and check a Verifiers 0.2 config and its taskset, on the episode side.
 
-What the describe step (and each worker's setup) checks, in order, so the first thing a user
-must fix is the first thing reported:
-
-1. the ``VERIFIERS_CONFIG`` text: valid TOML (:mod:`miles_verifiers.protocol.config_file`;
-   the trainer side already refused a missing or unreadable file), a V1 config, a schema
-   Verifiers accepts, a chat-speaking harness;
-2. the taskset: installed, loads, at least one task.
-
-Each failure is a :class:`ConfigError` that names the variable or field at fault and how to
-fix it. Verifiers is imported lazily, inside the functions, so that the describe step checks
-the installed Verifiers version before any of it is imported.
-
-A missing taskset package is reported before schema errors: verifiers builds the schema of
-the ``[taskset]`` table from the taskset package itself, so without it there is no schema.
+Checked in the order a user must fix them: the ``VERIFIERS_CONFIG`` text (a V1 config, its
+plugins installed, a schema Verifiers accepts, a chat harness), then the taskset (loads, has
+tasks). Each failure is a :class:`ConfigError` naming the field and the fix. A missing taskset
+package comes before schema errors, since Verifiers builds the ``[taskset]`` schema from it.
+Verifiers is imported inside the functions, after the describe step checked its version.
 """
 
 from __future__ import annotations
@@ -35,9 +26,8 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
     from verifiers.v1 import EnvConfig, Environment
 
-# verifiers 0.2.0 harnesses do not declare a wire dialect: the interception server accepts
-# chat, Responses and Anthropic requests alike and each harness program picks one. The
-# renderer path only speaks chat, so the known non-chat harnesses are listed by module.
+# 0.2.0 harnesses declare no wire dialect and the renderer path speaks only chat, so the known
+# non-chat harnesses are listed by module.
 NON_CHAT_HARNESS_MODULES: Mapping[str, str] = {
     "verifiers.v1.harnesses.codex": "OpenAI Responses",
 }
@@ -49,9 +39,6 @@ _PLUGIN_NAMESPACES = {
 }
 
 _MAX_SCHEMA_ERRORS = 5
-
-
-# -- errors -----------------------------------------------------------------------------------
 
 
 class ConfigSchemaError(ConfigError):
@@ -81,11 +68,9 @@ class PluginNotInstalledError(ConfigError):
         *,
         field: str,
         fix: str,
-        plugin_id: str,
         module: str,
         install_command: str,
     ) -> None:
-        self.plugin_id = plugin_id
         self.module = module
         self.install_command = install_command
         super().__init__(message, field=field, fix=fix)
@@ -113,9 +98,6 @@ class TasksetLoadError(TasksetError):
 
 class EmptyTasksetError(TasksetError):
     """The taskset loaded zero tasks."""
-
-
-# -- 3. the config file -------------------------------------------------------------------------
 
 
 def _field_path(loc: Sequence[Any]) -> str:
@@ -191,11 +173,8 @@ def check_plugin_installed(
     kind: str,
     find_spec: Callable[[str], Any] = importlib.util.find_spec,
 ) -> None:
-    """Raise when the package behind a taskset/harness id cannot be imported.
-
-    Checked before verifiers sees the config, also because verifiers would otherwise try to
-    install a missing Hub id over the network from inside the trainer.
-    """
+    """Raise when the package behind a taskset/harness id cannot be imported (before
+    Verifiers sees the config, which would try to install a missing Hub id over the network)."""
     module = plugin_module(plugin_id)
     namespaced = f"{_PLUGIN_NAMESPACES[kind]}.{module}"
     if _module_exists(namespaced, find_spec) or _module_exists(module, find_spec):
@@ -209,7 +188,6 @@ def check_plugin_installed(
         fix=f"install it where the rollout manager runs: `{command}` (or `pip install -e "
         f"<path>` for a local checkout of the package providing {module!r}), or correct "
         f"[{kind}] id.",
-        plugin_id=plugin_id,
         module=module,
         install_command=command,
     )
@@ -240,11 +218,8 @@ def check_plugins_installed(
 
 
 def _validate_plugin_tables(data: Mapping[str, Any], path: Path) -> None:
-    """Validate ``[taskset]`` and ``[harness]`` against their plugin's own config class.
-
-    verifiers does the same while narrowing them inside ``EnvConfig``, but its errors then
-    lose the table name; checking here first gives paths like ``taskset.split``.
-    """
+    """Validate ``[taskset]`` and ``[harness]`` against their plugin's config class first, so
+    errors name paths like ``taskset.split`` (``EnvConfig``'s lose the table name)."""
     from pydantic import ValidationError
     from verifiers.v1.loaders import default_harness_id, harness_config_type, taskset_config_type
 
@@ -310,7 +285,7 @@ def check_chat_harness(config: EnvConfig) -> None:
 def load_env_config(
     path: Path, find_spec: Callable[[str], Any] = importlib.util.find_spec
 ) -> EnvConfig:
-    """Step 3 (and the install check of step 4): the validated V1 ``EnvConfig`` at ``path``."""
+    """The validated V1 ``EnvConfig`` in the file at ``path``."""
     return env_config_from_data(read_config_file(path), path, find_spec)
 
 
@@ -325,9 +300,6 @@ def env_config_from_data(
     config = validate_env_config(data, path)
     check_chat_harness(config)
     return config
-
-
-# -- 4. the taskset ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
