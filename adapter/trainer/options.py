@@ -1,13 +1,10 @@
-"""Miles command-line options: one validated model of everything the Verifiers rollout function
-reads from Miles' ``args``.
+"""Miles command-line options: one validated model of everything the rollout function reads
+from Miles' ``args`` (anything with attributes; a missing one takes Miles' default).
 
-:class:`MilesOptions` is built once, at construction, from an ``argparse.Namespace``-like object
-(anything with attributes; an attribute it lacks takes Miles' own default, so a hand-built
-namespace behaves like a parsed Miles command line). Each field comes from one Miles flag, a
-row of the flag table (:mod:`.miles_flags`), and every rejection names that flag and its fix;
-all of them are reported at once. Later code, the transport settings included, reads the
-validated values and checks none of them again. Only runtime fields that Miles fills in after
-construction (router address, worker list) are read live from ``args``.
+Each field comes from one row of the flag table (:mod:`.miles_flags`); every rejection names
+that flag and its fix, all of them at once. Later code reads the validated values and checks
+none of them again; only what Miles fills in after construction (the router address) is read
+live from ``args``.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
@@ -26,9 +23,6 @@ from pydantic_core import PydanticCustomError
 from miles_verifiers.engine.settings import MAX_STOP_STRINGS
 from miles_verifiers.errors import SetupError
 from miles_verifiers.trainer.miles_flags import MILES_FLAGS
-
-# Router policies under which requests must carry a routing key (one trajectory, one engine).
-KEYED_ROUTER_POLICIES = frozenset({"consistent_hashing", "manual"})
 
 ProblemKind = Literal["unsupported", "invalid"]
 
@@ -81,9 +75,8 @@ def options_error(problems: Sequence[OptionProblem]) -> OptionsError:
 
 # -- the field-to-flag map ---------------------------------------------------------------------
 
-# Every field of MilesOptions -> the Miles flag that sets it, from the one flag table; every
-# rejection names its flag from here. A field is read from the Miles attribute of its own
-# name, or the one in _ATTRIBUTES.
+# Every field of MilesOptions -> the Miles flag that sets it; every rejection names its flag
+# from here. A field is read from the attribute of its own name, or the one in _ATTRIBUTES.
 FLAGS: Mapping[str, str] = MappingProxyType(
     {row.field: row.option for row in MILES_FLAGS if row.field is not None}
 )
@@ -230,12 +223,8 @@ def _override(value: Any, fallback: Any) -> Any:
 
 
 class MilesOptions(BaseModel):
-    """What the Verifiers rollout function reads from Miles' arguments, validated once.
-
-    Build it with :func:`validate_options` (or :func:`read_options`). Defaults are Miles' own
-    (None where a field has none); fields are checked in the order written here, and a check
-    may read the fields above it.
-    """
+    """What the rollout function reads from Miles' arguments, validated once. Defaults are
+    Miles' own; fields are checked in the order written, and a check may read those above it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -618,7 +607,8 @@ class MilesOptions(BaseModel):
         # Miles' eval semantics: the eval_* sampling values override only when set, while the
         # prompt cap and min-new-tokens are taken from eval_* as they are (None included).
         train = self.train
-        return SamplingOptions(
+        return replace(
+            train,
             temperature=_override(self.eval_temperature, train.temperature),
             top_p=_override(self.eval_top_p, train.top_p),
             top_k=_override(self.eval_top_k, train.top_k),
@@ -626,10 +616,6 @@ class MilesOptions(BaseModel):
             max_context_len=_override(self.eval_max_context_len, train.max_context_len),
             max_prompt_len=self.eval_max_prompt_len,
             min_new_tokens=self.eval_min_new_tokens,
-            stop=train.stop,
-            stop_token_ids=train.stop_token_ids,
-            skip_special_tokens=train.skip_special_tokens,
-            chat_template_kwargs=train.chat_template_kwargs,
             reward_key=self.eval_reward_key or train.reward_key,
         )
 
@@ -648,7 +634,8 @@ class MilesOptions(BaseModel):
 
     @property
     def routes_by_key(self) -> bool:
-        return self.sglang_router_policy in KEYED_ROUTER_POLICIES
+        # Requests carry a routing key under these policies: one trajectory, one engine.
+        return self.sglang_router_policy in ("consistent_hashing", "manual")
 
     @property
     def uses_miles_reward_model(self) -> bool:
@@ -702,10 +689,8 @@ def _problems(error: ValidationError) -> tuple[OptionProblem, ...]:
 
 
 def read_options(args: Any) -> tuple[MilesOptions | None, tuple[OptionProblem, ...]]:
-    """The validated options of ``args`` and no problems; or every problem, unsupported
-    features first, with a view in which each offending option holds Miles' default, for
-    checks that read only well-formed options (hook paths, the tokenizer). The view is None
-    when even that cannot be built."""
+    """The validated options of ``args`` and no problems; or every problem, with a view in which
+    each offending option holds Miles' default (None when even that cannot be built)."""
     raw = {
         name: getattr(args, _ATTRIBUTES.get(name, name), _default(name))
         for name in MilesOptions.model_fields
@@ -729,8 +714,7 @@ def find_option_problems(args: Any) -> list[OptionProblem]:
 
 def validate_options(args: Any) -> MilesOptions:
     """The validated options of ``args``, or an :class:`OptionsError` naming every offending
-    flag with its fix (:class:`UnsupportedOptionsError` when any of them asks for an
-    unsupported feature, else :class:`InvalidOptionsError`)."""
+    flag with its fix."""
     options, problems = read_options(args)
     if problems or options is None:
         raise options_error(problems)
