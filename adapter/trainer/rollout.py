@@ -205,7 +205,6 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     tasks = list(description.tasks)
     first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
     train = TrainSetup(
-        tasks=tasks,
         order=TaskOrder(len(tasks), options.rollout_seed, options.rollout_shuffle),
         n_samples_per_prompt=options.n_samples_per_prompt,
         rollout_batch_size=options.rollout_batch_size,
@@ -294,19 +293,12 @@ class _LoopLock:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._locks = weakref.WeakKeyDictionary()
 
     def get(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
         with self._guard:
-            for key, (owner, _) in list(self._locks.items()):
-                if owner.is_closed():
-                    del self._locks[key]
-            entry = self._locks.get(id(loop))
-            if entry is None or entry[0] is not loop:
-                entry = (loop, asyncio.Lock())
-                self._locks[id(loop)] = entry
-            return entry[1]
+            return self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
 
 class VerifiersRolloutFn:

@@ -383,29 +383,6 @@ _BATCH_FLAGS = {
 }
 
 
-def start_rollout(
-    state: SchedulerState,
-    rollout_id: int,
-    rollout_batch_size: int,
-    plan: CheckpointPlan | None = None,
-) -> tuple[CursorLookup, SchedulerState]:
-    """The cursor rollout ``rollout_id`` starts from, and the state that remembers it."""
-    lookup = state.cursor_for(rollout_id, rollout_batch_size)
-    return lookup, state.record(rollout_id, lookup.cursor, plan)
-
-
-def finish_rollout(
-    state: SchedulerState,
-    rollout_id: int,
-    cursor_after_dispatch: Cursor,
-    settlement: Settlement,
-    plan: CheckpointPlan | None = None,
-) -> tuple[Cursor, SchedulerState]:
-    """The cursor rollout ``rollout_id + 1`` starts from, and the state to persist."""
-    following = cursor_after(cursor_after_dispatch, settlement)
-    return following, state.record(rollout_id + 1, following, plan)
-
-
 def dumps_state(state: SchedulerState) -> str:
     return json.dumps(state.to_json(), indent=1, sort_keys=True)
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -25,7 +25,6 @@ from miles_verifiers.errors import (
     describe_error,
     is_unsupported_request,
 )
-from miles_verifiers.protocol.records import TaskRecord
 from miles_verifiers.trainer.conversion import (
     BranchPolicy,
     ConversionError,
@@ -62,11 +61,10 @@ from miles_verifiers.trainer.scheduling import (
     SchedulingError,
     Settlement,
     TaskOrder,
-    finish_rollout,
+    cursor_after,
     read_latest_checkpoint,
     read_state,
     settle,
-    start_rollout,
     state_path,
     tasks_to_dispatch,
     write_state,
@@ -199,7 +197,6 @@ class Judged:
 class TrainSetup:
     """What every training call of one rollout function needs (built at construction)."""
 
-    tasks: Sequence[TaskRecord]
     order: TaskOrder
     n_samples_per_prompt: int
     rollout_batch_size: int
@@ -504,7 +501,8 @@ class TaskStream:
         self._save_dir = save_dir
         self._load_dir = load_dir
         self._plan = plan or CheckpointPlan()
-        self._identity = SchedulerState.for_order(
+        # The (empty) state this run would write: a saved one must match it.
+        self.identity = SchedulerState.for_order(
             order,
             rollout_batch_size=rollout_batch_size,
             n_samples_per_prompt=n_samples_per_prompt,
@@ -513,27 +511,23 @@ class TaskStream:
         self._state: SchedulerState | None = None
         self._warned_fallback = False
 
-    @property
-    def identity(self) -> SchedulerState:
-        """The (empty) state this run would write: a saved one must match it."""
-        return self._identity
-
     def _load(self) -> SchedulerState:
         for directory in (self._load_dir, self._save_dir):
             if not directory:
                 continue
-            saved = read_state(directory, expected=self._identity)
+            saved = read_state(directory, expected=self.identity)
             if saved is not None:
                 logger.info("resuming the Verifiers task stream from %s", state_path(directory))
                 return saved
-        return self._identity
+        return self.identity
 
     def start(self, rollout_id: int) -> Cursor:
         """The cursor rollout ``rollout_id`` starts from."""
         resuming = self._state is None
         if self._state is None:
             self._state = self._load()
-        lookup, self._state = start_rollout(self._state, rollout_id, self._batch, self._plan)
+        lookup = self._state.cursor_for(rollout_id, self._batch)
+        self._state = self._state.record(rollout_id, lookup.cursor, self._plan)
         if resuming and rollout_id > 0:
             # Miles resumes only after a checkpoint, so the one before this rollout exists:
             # keep its start even when latest_checkpointed_iteration.txt names another one.
@@ -559,9 +553,8 @@ class TaskStream:
     ) -> Cursor:
         """Record (and persist) where rollout ``rollout_id + 1`` starts."""
         assert self._state is not None, "start() must be called before finish()"
-        following, state = finish_rollout(
-            self._state, rollout_id, cursor_after_dispatch, settlement, self._plan
-        )
+        following = cursor_after(cursor_after_dispatch, settlement)
+        state = self._state.record(rollout_id + 1, following, self._plan)
         if self._save_dir:
             latest = read_latest_checkpoint(self._save_dir)
             if latest is not None:

@@ -41,11 +41,9 @@ from miles_verifiers.trainer.scheduling import (
     cursor_after,
     default_dispatch_budget,
     dumps_state,
-    finish_rollout,
     loads_state,
     read_state,
     settle,
-    start_rollout,
     tasks_to_dispatch,
     write_state,
 )
@@ -246,11 +244,12 @@ def run_rollout(
     plan: CheckpointPlan | None = None,
 ) -> tuple[RolloutResult, SchedulerState]:
     """One rollout as the rollout function drives it; groups finish in a random order."""
-    lookup, state = start_rollout(state, rollout_id, target, plan)
+    start = state.cursor_for(rollout_id, target).cursor
+    state = state.record(rollout_id, start, plan)
     settlement, cursor = dispatch_and_settle(
-        lookup.cursor, target=target, over=over, dropped_offsets=dropped_offsets, timing=timing
+        start, target=target, over=over, dropped_offsets=dropped_offsets, timing=timing
     )
-    _, state = finish_rollout(state, rollout_id, cursor, settlement, plan)
+    state = state.record(rollout_id + 1, cursor_after(cursor, settlement), plan)
     return RolloutResult(settlement.accepted, settlement.dropped, settlement.carry_over), state
 
 

@@ -291,7 +291,6 @@ def test_asking_for_siblings_with_an_older_miles_names_the_variable():
 
 def _setup(hooks: MilesHooks) -> TrainSetup:
     return TrainSetup(
-        tasks=[],
         order=TaskOrder(1, 0, False),
         n_samples_per_prompt=2,
         rollout_batch_size=1,
