@@ -1,10 +1,6 @@
-"""The command-line surface shared by ``rollout``, ``demo`` and ``check``, and its reading.
-
-A sub-parser built by :func:`new_subparser` takes the runner's own options, the typed Miles
-flags and any other ``--flag`` as passthrough. :func:`resolve_config_option` and
-:func:`cli_namespace` turn the parsed command line into the config path and the Miles
-namespace.
-"""
+"""The command-line surface shared by ``check`` and the kit's ``rollout`` and ``demo``: a
+sub-parser with the runner's options, the typed Miles flags and the passthrough, and its
+reading into a config path and the Miles namespace."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from miles_verifiers.cli.configs import fixture_config_names, resolve_config
-from miles_verifiers.cli.environment import is_fixture_model, tokenizer_source
+from miles_verifiers.cli.environment import is_fixture_model
 from miles_verifiers.cli.flags import (
     EXTRA_FLAGS_DEST,
     EXTRA_FLAGS_OPTION,
@@ -101,5 +97,5 @@ def rollout_function_path(args: argparse.Namespace) -> str:
 def wants_fixture_tokenizers(cli: argparse.Namespace, args: argparse.Namespace) -> bool:
     """Use the offline fixture tokenizers when the run's tokenizer is one of the fixture models
     (unless the user opted out)."""
-    source = tokenizer_source(args.hf_checkpoint, getattr(args, "sglang_tokenizer_path", None))
+    source = getattr(args, "sglang_tokenizer_path", None) or args.hf_checkpoint
     return bool(getattr(cli, "fixture_tokenizers", True)) and is_fixture_model(source)

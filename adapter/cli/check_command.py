@@ -1,7 +1,6 @@
 """``miles-verifiers check``: report every construction problem of a run, run nothing.
 
-Takes the same flags as ``rollout``. It goes through the adapter's construction path (its
-checks, then the rollout function's constructor) and never starts or contacts an engine.
+Takes the same flags as ``rollout``; never starts or contacts an engine.
 """
 
 from __future__ import annotations
@@ -28,13 +27,14 @@ from miles_verifiers.cli.checks import (
     describe_sampling,
 )
 from miles_verifiers.cli.environment import use_fixture_tokenizers, verifiers_config
-from miles_verifiers.cli.loading import build_rollout_function
+from miles_verifiers.cli.loading import construct_rollout_function, load_rollout_function
 from miles_verifiers.cli.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers.cli.schedule import plan_calls
 from miles_verifiers.engine.routers import RUST_ROUTER_SAMPLING_KEYS, RouterKind
 from miles_verifiers.engine.sampling import SGLANG_SAMPLING_KEYS
 from miles_verifiers.protocol.versions import version_line
 from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers.trainer.options import MilesOptions
 
 COMMAND = "check"
 
@@ -87,7 +87,7 @@ def run_check(cli: argparse.Namespace) -> int:
     path = rollout_function_path(args)
 
     def construct(checked: argparse.Namespace) -> object:
-        return build_rollout_function(path, checked, contract())
+        return construct_rollout_function(load_rollout_function(path), checked, contract())
 
     try:
         if wants_fixture_tokenizers(cli, args):
@@ -101,32 +101,33 @@ def run_check(cli: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_FAILURE
 
 
-def _batch_line(summary: CheckSummary) -> str:
+def _batch_line(options: MilesOptions) -> str:
     return (
-        f"{summary.rollout_batch_size} groups x {summary.n_samples_per_prompt} samples "
-        f"(over-sampling {summary.over_sampling_batch_size}), eval "
-        f"{summary.n_samples_per_eval_prompt} per task"
+        f"{options.rollout_batch_size} groups x {options.n_samples_per_prompt} samples "
+        f"(over-sampling {options.over_sampling_batch_size}), eval "
+        f"{options.n_samples_per_eval_prompt} per task"
     )
 
 
-def _router_line(summary: CheckSummary) -> str:
-    if summary.router is RouterKind.SGLANG_ROUTER:
+def _router_line(options: MilesOptions) -> str:
+    router = RouterKind.for_miles(options.use_miles_router)
+    if router is RouterKind.SGLANG_ROUTER:
         dropped = sorted(SGLANG_SAMPLING_KEYS - RUST_ROUTER_SAMPLING_KEYS)
         return (
-            f"{summary.router.value} (Rust); it drops the sampling keys {', '.join(dropped)} "
+            f"{router.value} (Rust); it drops the sampling keys {', '.join(dropped)} "
             "(none configured here)"
         )
-    return f"{summary.router.value} (--use-miles-router); every sampling key reaches the engines"
+    return f"{router.value} (--use-miles-router); every sampling key reaches the engines"
 
 
 def _version_lines(summary: CheckSummary) -> list[tuple[str, str]]:
-    """What Miles' process runs, and what the episode workers run (as their interpreter's
-    describe step reported it)."""
+    """What Miles' process runs, and what the episode workers run (as they described it)."""
     lines = [("trainer", version_line(summary.trainer_versions))]
-    if summary.worker_versions is None:
+    if summary.worker_python is None:
         lines.append(("episodes", "in Miles' process (the trainer's versions)"))
     else:
-        lines.append((f"workers ({summary.worker_python})", version_line(summary.worker_versions)))
+        versions = version_line(summary.described.versions)
+        lines.append((f"workers ({summary.worker_python})", versions))
     return lines
 
 
@@ -150,20 +151,21 @@ def print_report(report: CheckReport, console: Console, *, debug: bool = False) 
         return
     summary = report.summary
     assert summary is not None
+    options, described = summary.options, summary.described
     console.print("[green]OK[/green]", highlight=False)
     lines = [
-        ("env", summary.env_id),
+        ("env", described.env_id),
         ("config", str(summary.config_path)),
-        ("tasks", str(summary.tasks)),
-        ("group reward", "yes" if summary.group_reward else "no"),
-        ("batch", _batch_line(summary)),
-        ("concurrency", str(summary.max_concurrency)),
-        ("tokenizer", str(summary.tokenizer)),
-        ("train sampling", describe_sampling(summary.train)),
-        ("router", _router_line(summary)),
+        ("tasks", str(len(described.tasks))),
+        ("group reward", "yes" if described.has_group_reward else "no"),
+        ("batch", _batch_line(options)),
+        ("concurrency", str(options.max_concurrency)),
+        ("tokenizer", str(options.tokenizer_source)),
+        ("train sampling", describe_sampling(options.train)),
+        ("router", _router_line(options)),
     ]
-    if summary.eval is not None:
-        lines.append(("eval sampling", describe_sampling(summary.eval)))
+    if options.eval_enabled:
+        lines.append(("eval sampling", describe_sampling(options.eval)))
     lines += _version_lines(summary)
     for name, value in lines:
         console.print(f"  {name}: {value}", highlight=False, markup=False, soft_wrap=True)

@@ -1,26 +1,23 @@
 """``check``: everything the rollout function's construction would refuse, without running it.
 
-It surveys the stages of :mod:`miles_verifiers.trainer.construction`, the table the constructor runs,
-but does not stop at the first failing stage: every stage whose inputs exist runs, so
-independent problems (options, hook paths, the config file) are reported together. Only when
-every stage passes is the rollout function itself constructed, which is what Miles does before
-any engine exists, so no engine is contacted at any point.
+Every stage of :mod:`miles_verifiers.trainer.construction` whose inputs exist runs, so
+independent problems are reported together; only when all pass is the rollout function
+constructed, as Miles does before any engine exists, so no engine is ever contacted.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.engine.routers import RouterKind
 from miles_verifiers.protocol.versions import process_versions
 from miles_verifiers.trainer import construction
 from miles_verifiers.trainer.backends.setup import choose_episode_side
 from miles_verifiers.trainer.contract.compat import contract
-from miles_verifiers.trainer.options import SamplingOptions
+from miles_verifiers.trainer.options import MilesOptions, SamplingOptions
 
 
 @dataclass(frozen=True)
@@ -32,31 +29,19 @@ class CheckProblem:
 
 @dataclass(frozen=True)
 class CheckSummary:
-    env_id: str
+    options: MilesOptions
+    described: Any  # the episode side's description: env id, tasks, group reward, versions
     config_path: Path
-    tasks: int
-    group_reward: bool
-    rollout_batch_size: int
-    n_samples_per_prompt: int
-    n_samples_per_eval_prompt: int
-    over_sampling_batch_size: int
-    max_concurrency: int
-    tokenizer: str | None
-    train: SamplingOptions
-    eval: SamplingOptions | None
-    router: RouterKind = RouterKind.SGLANG_ROUTER
-    # What Miles' process runs, and what the episode workers run (their interpreter and the
-    # versions its describe step reported; None: the episodes run in Miles' process).
-    trainer_versions: Mapping[str, str] = field(default_factory=dict)
-    worker_python: str | None = None
-    worker_versions: Mapping[str, str] | None = None
+    trainer_versions: Mapping[str, str]
+    # The episode workers' interpreter; None when the episodes run in Miles' process.
+    worker_python: str | None
 
 
 @dataclass(frozen=True)
 class CheckReport:
     problems: tuple[CheckProblem, ...]
     summary: CheckSummary | None
-    # What the run would warn about without stopping (construction logs the same lines).
+    # What construction would log as warnings without stopping.
     warnings: tuple[str, ...] = ()
 
     @property
@@ -75,8 +60,7 @@ def _environment_settings() -> tuple[Any, list[CheckProblem]]:
 
 
 def _config_notes(products: Mapping[str, Any]) -> tuple[str, ...]:
-    """What loading the config set aside (a vf-eval file's run settings), as the describe
-    step reported it; construction warns with the same lines."""
+    """What loading the config set aside (a vf-eval file's run settings)."""
     described = products.get("description")
     return tuple(getattr(described, "config_notes", None) or ())
 
@@ -87,12 +71,9 @@ def check_construction(
     environ: Mapping[str, str] | None = None,
     known_problems: Sequence[CheckProblem] = (),
 ) -> CheckReport:
-    """Every construction problem of ``args`` plus the config in ``environ`` (``os.environ``
+    """Every construction problem of ``args`` and the config in ``environ`` (``os.environ``
     by default); ``construct`` builds the rollout function once the rest passes.
-
-    ``known_problems`` (found by the caller while reading the command line) come first; one
-    in the ``config`` stage means there is no config to load, so that stage is skipped.
-    """
+    ``known_problems`` come first; one in the ``config`` stage skips loading the config."""
     settings, problems = _environment_settings()
     problems = list(known_problems) + problems
     given = construction.inputs(
@@ -118,25 +99,12 @@ def check_construction(
         return CheckReport((CheckProblem("constructor", text, error),), None, warnings)
 
     made = found.products
-    options = made["options"]
-    described = made["description"]
     summary = CheckSummary(
-        env_id=described.env_id,
+        options=made["options"],
+        described=made["description"],
         config_path=made["config_path"],
-        tasks=len(described.tasks),
-        group_reward=described.has_group_reward,
-        rollout_batch_size=options.rollout_batch_size,
-        n_samples_per_prompt=options.n_samples_per_prompt,
-        n_samples_per_eval_prompt=options.n_samples_per_eval_prompt,
-        over_sampling_batch_size=options.over_sampling_batch_size,
-        max_concurrency=options.max_concurrency,
-        tokenizer=options.tokenizer_source,
-        train=options.train,
-        eval=options.eval if options.eval_enabled else None,
-        router=RouterKind.for_miles(options.use_miles_router),
         trainer_versions=process_versions(),
         worker_python=settings.episode_python,
-        worker_versions=described.versions if settings.episode_python is not None else None,
     )
     return CheckReport((), summary, warnings)
 

@@ -1,8 +1,7 @@
-"""``--config``: a Verifiers TOML path, or the name of a fixture config of the test kit.
+"""``--config``: a Verifiers TOML path, or the name of a test-kit fixture config.
 
-Fixture configs live in the test kit as ``configs/<name>.toml`` with underscores
-(``mv_arith.toml``); they are named on the command line like their tasksets, with dashes
-(``mv-arith``). Either spelling is accepted; without the kit only paths are.
+The kit's ``configs/mv_arith.toml`` is named like its taskset, ``mv-arith`` (either spelling
+works); without the kit only paths are accepted.
 """
 
 from __future__ import annotations
@@ -17,15 +16,14 @@ class ConfigNameError(CommandLineError, ValueError):
     """``--config`` is neither a TOML path nor a known fixture config name."""
 
 
-def fixture_config_dir() -> Path | None:
-    """The kit's config folder, or None without the kit."""
+def _fixture_config_dir() -> Path | None:
     kit = find_kit()
     return kit.config_dir if kit is not None else None
 
 
 def fixture_config_names() -> list[str]:
     """The fixture configs, by command-line name (``mv-arith``, ...), sorted."""
-    directory = fixture_config_dir()
+    directory = _fixture_config_dir()
     if directory is None or not directory.is_dir():
         return []
     return sorted(path.stem.replace("_", "-") for path in directory.glob("*.toml"))
@@ -36,12 +34,8 @@ def _looks_like_path(value: str) -> bool:
 
 
 def resolve_config(value: str) -> Path:
-    """The absolute config path for a ``--config`` value.
-
-    Anything that looks like a path (a ``.toml`` suffix or a directory separator) is taken as
-    one, made absolute but not checked here: the adapter's own config loading reports a
-    missing or malformed file with its fix. Anything else must be a fixture name.
-    """
+    """The absolute config path for a ``--config`` value. A path is not checked here: the
+    adapter's config loading reports a missing or malformed file with its fix."""
     text = value.strip()
     if not text:
         raise ConfigNameError(
@@ -50,7 +44,7 @@ def resolve_config(value: str) -> Path:
         )
     if _looks_like_path(text):
         return Path(text).expanduser().absolute()
-    directory = fixture_config_dir()
+    directory = _fixture_config_dir()
     candidate = None if directory is None else directory / f"{text.replace('-', '_')}.toml"
     if candidate is not None and candidate.is_file():
         return candidate

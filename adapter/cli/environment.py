@@ -1,9 +1,7 @@
-"""The process environment a run needs: offline tokenizers and ``VERIFIERS_CONFIG``.
+"""The process environment a run needs: offline fixture tokenizers and ``VERIFIERS_CONFIG``.
 
-The fixture models' tokenizers are rebuilt offline (nothing can be fetched from the Hugging
-Face hub here) and found through environment variables that Hugging Face libraries read when
-they are first imported, so :func:`use_fixture_tokenizers` must run before anything imports
-them. ``VERIFIERS_CONFIG`` is how Miles tells the rollout function where its config is.
+Hugging Face libraries read where tokenizers live when they are first imported, so
+:func:`use_fixture_tokenizers` must run before anything imports them.
 """
 
 from __future__ import annotations
@@ -17,27 +15,15 @@ from miles_verifiers.cli.kit import find_kit
 from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR
 
 
-def fixture_model_ids() -> tuple[str, ...]:
-    """The models the embedded kit serves (none when the kit is not installed)."""
-    kit = find_kit()
-    return kit.model_ids if kit is not None else ()
-
-
-def tokenizer_source(hf_checkpoint: str | None, tokenizer_path: str | None) -> str | None:
-    """The tokenizer a run loads: ``--sglang-tokenizer-path`` if given, else the checkpoint."""
-    return tokenizer_path or hf_checkpoint
-
-
 def is_fixture_model(model: str | None) -> bool:
-    return model is not None and model in fixture_model_ids()
+    """Whether the test kit builds ``model``'s tokenizer offline (never without the kit)."""
+    kit = find_kit()
+    return kit is not None and model in kit.model_ids
 
 
 def use_fixture_tokenizers(environ: MutableMapping[str, str] | None = None) -> None:
-    """Build the offline fixture tokenizers (cached) and point Hugging Face libraries at them.
-
-    Without the kit there is nothing to build: the run uses whatever tokenizers the
-    environment provides (a real deployment's Hugging Face cache).
-    """
+    """Build the kit's offline tokenizers (cached) and point Hugging Face at them; without the
+    kit the environment's own tokenizers (a real Hugging Face cache) are used."""
     kit = find_kit()
     if kit is not None:
         kit.prepare_tokenizers(os.environ if environ is None else environ)

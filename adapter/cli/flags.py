@@ -1,14 +1,9 @@
 """Miles-style command-line flags: the typed ones a user commonly needs, and a passthrough.
 
-The typed flags (rows of the one flag table, :mod:`miles_verifiers.trainer.miles_flags`, that
-carry a help text) have Miles' own spelling, destination and value type, so argparse rejects
-a bad value (``--rollout-batch-size four``) with the flag's name. Every other flag Miles
-defines goes through :func:`parse_passthrough` and lands on ``args.flag`` unchanged in
-meaning; a flag Miles does not define is refused with the nearest spelling, as Miles' own
-parser would, unless ``--extra-miles-flag NAME`` lets it through (a newer Miles' flag).
-
-Typed flags default to ``argparse.SUPPRESS``: a parsed namespace holds only what the user
-typed, and the namespace builder decides what the rest defaults to.
+Typed flags (the flag table's rows with a help text) keep Miles' spelling and value type and
+default to ``argparse.SUPPRESS``, so a parsed namespace holds only what the user typed. Every
+other flag Miles defines passes through to ``args.flag``; one Miles does not define is refused,
+as Miles' own parser would, unless ``--extra-miles-flag NAME`` lets it through.
 """
 
 from __future__ import annotations
@@ -24,9 +19,7 @@ from miles_verifiers.episodes.v02.upstream import known_option_strings
 from miles_verifiers.errors import CommandLineError
 from miles_verifiers.trainer.miles_flags import MILES_FLAG_NAMES, MILES_FLAGS, MilesFlag
 
-# Where parsed passthrough flags are stored on the CLI namespace.
 PASSTHROUGH_DEST = "miles_passthrough"
-# Where ``--extra-miles-flag NAME`` (flags of a newer Miles, let through unchecked) is stored.
 EXTRA_FLAGS_DEST = "extra_miles_flags"
 EXTRA_FLAGS_OPTION = "--extra-miles-flag"
 
@@ -37,7 +30,6 @@ class PassthroughError(CommandLineError, ValueError):
     """The free-form part of the command line cannot be read as ``--flag [value ...]`` pairs."""
 
 
-# The flags typed here: the table's rows with a help text; every other one passes through.
 TYPED_FLAGS: tuple[MilesFlag, ...] = tuple(row for row in MILES_FLAGS if row.help is not None)
 MILES_FLAGS_BY_DEST: Mapping[str, MilesFlag] = {f.dest: f for f in TYPED_FLAGS}
 
@@ -71,7 +63,7 @@ _TYPES: Mapping[str, Callable[[str], Any]] = {
 
 
 def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add every :data:`TYPED_FLAGS` flag to ``parser`` (in a 'Miles options' group)."""
+    """Add every typed flag to ``parser``, in a 'Miles options' group."""
     group = parser.add_argument_group(
         "Miles options",
         "Spelled and typed as in Miles; any other flag Miles defines (or one named with "
@@ -85,10 +77,8 @@ def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
             "default": argparse.SUPPRESS,
             "help": spec.help,
         }
-        if spec.kind == "true":
-            group.add_argument(spec.option, action="store_true", **common)
-        elif spec.kind == "false":
-            group.add_argument(spec.option, action="store_false", **common)
+        if spec.kind in ("true", "false"):
+            group.add_argument(spec.option, action=f"store_{spec.kind}", **common)
         elif spec.kind in ("ints", "strs"):
             metavar = spec.kind.removesuffix("s").upper()
             group.add_argument(
@@ -105,9 +95,6 @@ def given_miles_flags(namespace: argparse.Namespace) -> dict[str, Any]:
     return {
         dest: getattr(namespace, dest) for dest in MILES_FLAGS_BY_DEST if hasattr(namespace, dest)
     }
-
-
-# -- passthrough ------------------------------------------------------------------------------
 
 
 def parse_scalar(text: str) -> Any:
@@ -139,9 +126,8 @@ def _split_flag(token: str) -> tuple[str, str | None]:
 def parse_passthrough(tokens: Sequence[str]) -> dict[str, Any]:
     """Read ``--flag [value ...]`` groups into ``{attribute: value}``.
 
-    No value gives True (``--disable-x`` also gives ``x = False``: Miles' store_false flags
-    store into the name without ``disable``); one value gives that value, several a list.
-    A flag given twice is an error rather than a silent last-one-wins.
+    No value gives True (``--disable-x`` also sets ``x = False``, as Miles' store_false flags
+    do); one value gives that value, several a list. A flag given twice is an error.
     """
     parsed: dict[str, Any] = {}
     seen: set[str] = set()
@@ -175,7 +161,6 @@ def _passthrough_values(name: str, values: Sequence[str]) -> dict[str, Any]:
 
 
 def _flag_names(tokens: Sequence[str]) -> list[str]:
-    """The names of the ``--flag`` tokens among ``tokens`` (values are skipped)."""
     flags = [token for token in tokens if token.startswith("--") and token != "--"]
     return [flag[2:].partition("=")[0] for flag in flags]
 
@@ -188,9 +173,8 @@ def normalize_flag_name(name: str) -> str:
 def unknown_flags_message(
     tokens: Sequence[str], known: Iterable[str], extra: Iterable[str] = ()
 ) -> str | None:
-    """Why the passthrough ``tokens`` cannot be used, or None when every flag in them is
-    one Miles defines (:data:`MILES_FLAG_NAMES`), one of ``known`` (this command's own), or
-    one of ``extra`` (named with ``--extra-miles-flag``)."""
+    """Why the passthrough ``tokens`` cannot be used, or None when every flag is Miles', one
+    of ``known`` (this command's own) or of ``extra`` (named with ``--extra-miles-flag``)."""
     own = {normalize_flag_name(name) for name in known}
     allowed = MILES_FLAG_NAMES | own | {normalize_flag_name(name) for name in extra}
     candidates = sorted(MILES_FLAG_NAMES | own)
@@ -216,15 +200,12 @@ def unknown_flags_message(
 
 
 def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Make ``parser`` keep unknown ``--flag`` tokens instead of rejecting them.
+    """Make ``parser`` keep checked unknown ``--flag`` tokens on the namespace.
 
-    argparse's sub-command action hands each sub-parser's leftovers back to the top-level
-    parser, which then fails on them. Wrapping this parser's ``parse_known_args`` stores the
-    leftovers on the namespace (:data:`PASSTHROUGH_DEST`) instead, so the subcommand can
-    read them as Miles options, once each leftover flag is checked to be one Miles defines
-    or one named with ``--extra-miles-flag`` (otherwise a usage error, exit 2, before
-    anything runs). The parser must be built with ``allow_abbrev=False``, or argparse would
-    silently expand unknown prefixes of known flags.
+    argparse hands a sub-parser's leftovers back to the top-level parser, which fails on
+    them; this stores them at :data:`PASSTHROUGH_DEST` instead, once each is known to Miles
+    or named with ``--extra-miles-flag`` (else a usage error, exit 2). ``allow_abbrev`` must
+    be off, or argparse would expand unknown prefixes of known flags.
     """
     if parser.allow_abbrev:
         raise ValueError("a passthrough parser needs allow_abbrev=False")

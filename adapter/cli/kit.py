@@ -1,11 +1,6 @@
-"""The embedded test kit, found at run time, never imported by name.
-
-The dry-run trainer (``rollout``, ``demo``), the loopback engine, offline tokenizers and
-fixture tasksets live in a separate distribution (the test kit), so that installing the
-adapter into a Miles job installs the adapter only. The kit announces itself through the
-``miles_verifiers.kit`` entry point; the command line asks for it here and, when it is not
-installed, says how to get it or how to do without it.
-"""
+"""The test kit (dry-run trainer, loopback engine, offline tokenizers, fixture tasksets), found
+through its ``miles_verifiers.kit`` entry point and never imported by name: installing the
+adapter into a Miles job installs the adapter only."""
 
 from __future__ import annotations
 
@@ -34,24 +29,11 @@ class KitMissingError(CommandLineError, LookupError):
 class EmbeddedKit(Protocol):
     """What the command line uses from the test kit."""
 
-    @property
-    def model_ids(self) -> tuple[str, ...]:
-        """Models whose tokenizers the kit builds offline and whose engine it can embed."""
-        ...
+    model_ids: tuple[str, ...]  # models whose tokenizers the kit builds offline
+    config_dir: Path  # the fixture configs' folder
+    subcommand_modules: tuple[str, ...]  # modules exposing register(subparsers)
 
-    @property
-    def config_dir(self) -> Path:
-        """Folder of the fixture taskset configs (``<name>.toml``)."""
-        ...
-
-    @property
-    def subcommand_modules(self) -> tuple[str, ...]:
-        """Modules exposing ``register(subparsers)`` for the kit's own subcommands."""
-        ...
-
-    def prepare_tokenizers(self, environ: MutableMapping[str, str]) -> None:
-        """Build the offline tokenizers (cached) and point Hugging Face at them in ``environ``."""
-        ...
+    def prepare_tokenizers(self, environ: MutableMapping[str, str]) -> None: ...
 
 
 def find_kit() -> EmbeddedKit | None:
@@ -69,8 +51,7 @@ def find_kit() -> EmbeddedKit | None:
 
 
 def add_kit_only(subparsers: argparse._SubParsersAction, name: str, *, help: str) -> None:
-    """``name`` as a subcommand that only says the kit provides it: whatever follows it on
-    the command line, running it fails with the install hint (exit 2)."""
+    """``name`` as a subcommand that, whatever follows it, fails with the install hint (exit 2)."""
     parser = subparsers.add_parser(name, help=f"{help} (with the test kit)", add_help=False)
     parser.set_defaults(handler=functools.partial(_needs_kit, name))
     parse_known_args = parser.parse_known_args

@@ -1,9 +1,7 @@
-"""Loading and building a rollout function from its dotted path, as Miles' manager does (§1.2).
+"""Loading a rollout function from its dotted path, and constructing it as Miles' manager does.
 
-A class is constructed with ``RolloutFnConstructorInput(args, data_source)``; a plain function
-is wrapped so that it is called with the legacy signature
-``fn(args, rollout_id, data_source, evaluation=...)`` and an untyped result is wrapped into the
-typed output. The same instance serves training and evaluation.
+A class is constructed with ``RolloutFnConstructorInput(args, data_source)``; Miles builds
+nothing of a plain (legacy) function.
 """
 
 from __future__ import annotations
@@ -11,9 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from miles_verifiers.errors import CommandLineError
 from miles_verifiers.trainer.contract.compat import Contract
@@ -25,8 +21,8 @@ class RolloutFunctionPathError(CommandLineError, ValueError):
     """``--rollout-function-path`` does not name an importable callable."""
 
 
-def load_object(path: str) -> Any:
-    """The object at ``package.module.name``."""
+def load_rollout_function(path: str) -> Any:
+    """The rollout class or legacy function at ``package.module.Name``."""
     module_name, _, attribute = path.rpartition(".")
     if not module_name or not attribute:
         raise RolloutFunctionPathError(
@@ -41,51 +37,23 @@ def load_object(path: str) -> Any:
             f"({type(error).__name__}: {error}). Fix: install the package providing it, or "
             "correct the path."
         ) from error
-    try:
-        return getattr(module, attribute)
-    except AttributeError as error:
+    target = getattr(module, attribute, None)
+    if target is None:
         raise RolloutFunctionPathError(
             f"--rollout-function-path {path!r}: module {module_name!r} has no {attribute!r}. "
             "Fix: correct the name."
-        ) from error
-
-
-@dataclass
-class LegacyRolloutFunction:
-    """A plain rollout function behind the class-style call ``fn(input)``."""
-
-    function: Callable[..., Any]
-    args: argparse.Namespace
-    data_source: Any
-    contract: Contract
-
-    def __call__(self, call_input: Any) -> Any:
-        evaluation = bool(call_input.evaluation)
-        result = self.function(
-            self.args, call_input.rollout_id, self.data_source, evaluation=evaluation
         )
-        if evaluation:
-            if isinstance(result, self.contract.RolloutFnEvalOutput):
-                return result
-            return self.contract.RolloutFnEvalOutput(data=result)
-        if isinstance(result, self.contract.RolloutFnTrainOutput):
-            return result
-        return self.contract.RolloutFnTrainOutput(samples=result)
-
-
-def build_rollout_function(
-    path: str, args: argparse.Namespace, contract: Contract, data_source: Any = None
-) -> Callable[[Any], Any]:
-    """Load ``path`` and build the callable Miles would call (a class is constructed here)."""
-    target = load_object(path)
-    if inspect.isclass(target):
-        built: Callable[[Any], Any] = cast(Any, target)(
-            contract.RolloutFnConstructorInput(args=args, data_source=data_source)
+    if not callable(target):
+        raise RolloutFunctionPathError(
+            f"--rollout-function-path {path!r} names a {type(target).__name__}, not a class "
+            "or a function. Fix: point it at the rollout class or legacy rollout function."
         )
-        return built
-    if callable(target):
-        return LegacyRolloutFunction(target, args, data_source, contract)
-    raise RolloutFunctionPathError(
-        f"--rollout-function-path {path!r} names a {type(target).__name__}, not a class or a "
-        "function. Fix: point it at the rollout class or legacy rollout function."
-    )
+    return target
+
+
+def construct_rollout_function(target: Any, args: argparse.Namespace, contract: Contract) -> Any:
+    """What Miles' manager builds from ``target`` before any engine exists."""
+    if not inspect.isclass(target):
+        return target
+    cls: Any = target  # any class: its constructor is the rollout function's own
+    return cls(contract.RolloutFnConstructorInput(args=args, data_source=None))

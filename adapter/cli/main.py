@@ -1,8 +1,4 @@
-"""The ``miles-verifiers`` command line.
-
-Each subcommand lives next to the code it drives and registers itself here, so this file
-only wires them together.
-"""
+"""The ``miles-verifiers`` entry point: each subcommand module registers itself here."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ from collections.abc import Sequence
 
 from miles_verifiers.cli.kit import add_kit_only, find_kit
 
-# Modules that expose ``register(subparsers)``; a subcommand's heavy imports (transformers,
-# verifiers) load only when it runs. The test kit, when installed, adds its own (rollout,
-# demo, engine, tokenizers).
+# Modules that expose ``register(subparsers)``; the test kit, when installed, adds its own.
 SUBCOMMAND_MODULES: tuple[str, ...] = ("miles_verifiers.cli.check_command",)
 # Kit commands the README teaches: without the kit they stay listed and say what to install.
 KIT_COMMANDS: dict[str, str] = {

@@ -1,16 +1,8 @@
 """Build the ``argparse.Namespace`` Miles would hand the rollout function.
 
-Layers, lowest first:
-
-1. Miles' defaults for every attribute the adapter reads (:func:`miles_defaults`), plus the
-   few scheduling attributes this runner reads itself (:data:`SCHEDULE_DEFAULTS`);
-2. what Miles' Verifiers launcher always passes (:data:`LAUNCHER_SETTINGS`, C94), plus this
-   runner's own defaults (:data:`RUNNER_DEFAULTS`: the checkpoint the fixtures are built for,
-   and :func:`count_one_engine`: one engine's GPUs when ``--rollout-num-gpus`` is absent);
-3. the typed flags the user gave, then the passthrough flags;
-4. the values Miles' argument post-processing derives from others (:func:`derive_miles_values`).
-
-Everything here is pure: mappings in, a fresh namespace out.
+Layers, lowest first: Miles' defaults (the adapter's and the schedule's), what Miles'
+Verifiers launcher always passes, this runner's defaults, the typed flags, the passthrough
+flags; then the values Miles' argument post-processing derives (:func:`derive_miles_values`).
 """
 
 from __future__ import annotations
@@ -25,8 +17,7 @@ from miles_verifiers.errors import CommandLineError
 from miles_verifiers.trainer.miles_flags import MILES_FLAGS
 from miles_verifiers.trainer.options import miles_defaults
 
-# Miles' defaults for the attributes its training loop reads to schedule rollout and eval calls
-# (§1.3): the flag table's rows that the options model, hence the adapter, never reads.
+# Defaults of what Miles' training loop reads to schedule calls (the adapter never reads them).
 SCHEDULE_DEFAULTS: Mapping[str, Any] = {
     row.dest: row.default for row in MILES_FLAGS if row.field is None
 }
@@ -44,13 +35,8 @@ EVAL_PLACEHOLDER_NAME = "verifiers-taskset"
 
 
 def count_one_engine(values: dict[str, Any]) -> None:
-    """Default ``rollout_num_gpus`` to one engine's GPUs, in place.
-
-    Miles requires the flag because it places engines on its cluster; this runner talks to
-    exactly one engine (the embedded loopback, or the one address given), so without Miles
-    the flag carries no information and one engine is the true count. A value the user gave
-    is kept, so the adapter's concurrency still follows it.
-    """
+    """Default ``rollout_num_gpus`` to one engine's GPUs, in place: Miles requires the flag
+    to place engines, and this runner talks to exactly one. A value the user gave is kept."""
     if values.get("rollout_num_gpus") is None:
         per_engine = values.get("rollout_num_gpus_per_engine")
         values["rollout_num_gpus"] = per_engine if isinstance(per_engine, int) else 1
@@ -61,13 +47,8 @@ class NamespaceError(CommandLineError, ValueError):
 
 
 def derive_miles_values(values: dict[str, Any]) -> None:
-    """Fill in what Miles derives after parsing (§3), in place.
-
-    Over-sampling defaults to the batch size (as the launcher passes it), the eval reward key
-    to the train one, the eval context cap to the train one, and the first-prompt cap to one
-    below the context cap; a first-prompt cap at or above the context cap is refused, as Miles
-    asserts.
-    """
+    """Fill in what Miles derives after parsing, in place; refuse a first-prompt cap at or
+    above the context cap, as Miles asserts."""
     if values.get("over_sampling_batch_size") is None:
         values["over_sampling_batch_size"] = values.get("rollout_batch_size")
     if not values.get("eval_reward_key"):
@@ -94,12 +75,8 @@ def build_namespace(
     config_path: Path | None = None,
     preset: Mapping[str, Any] | None = None,
 ) -> argparse.Namespace:
-    """The namespace Miles would build for these flags.
-
-    ``given`` holds the typed flags, ``passthrough`` the free-form ones (they win over
-    ``given`` when both set an attribute), ``preset`` flag values that sit below both (the
-    demo's small defaults). ``config_path`` fills the launcher's eval placeholder.
-    """
+    """The namespace Miles would build for these flags (``passthrough`` wins over ``given``,
+    ``preset`` sits below both; ``config_path`` fills the launcher's eval placeholder)."""
     values: dict[str, Any] = miles_defaults()
     for layer in (SCHEDULE_DEFAULTS, LAUNCHER_SETTINGS, RUNNER_DEFAULTS, preset or {}, given):
         values.update(copy.deepcopy(dict(layer)))

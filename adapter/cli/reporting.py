@@ -1,4 +1,4 @@
-"""How the commands tell the user what went wrong: one clear message, a traceback on request."""
+"""How the commands report an error: one clear message, a traceback on request."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import sys
 import traceback
 from typing import TextIO
 
-# Exit codes: 1 for a run or construction failure, 2 for a command line that cannot be used
-# (argparse's own convention), 128 + the signal for Ctrl-C (130) and SIGTERM (143).
+# Exit codes: 1 for a run or construction failure, 2 for an unusable command line (as argparse).
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
 
-# Errors raised on purpose carry a message that explains itself; any other type is named, as
-# it most likely is a bug whose type matters.
+# Errors raised on purpose explain themselves; any other type is named (likely a bug).
 _SELF_EXPLAINING = (ValueError, RuntimeError, TimeoutError, OSError, ImportError)
 
 

@@ -1,9 +1,9 @@
-"""Which rollout-function calls a Miles run makes, in order (``train.py``, §1.3).
+"""Which rollout-function calls a Miles run makes, in order (Miles' ``train.py``).
 
-* An eval-only run (``--num-rollout 0`` with ``--eval-interval``) evaluates once, at id 0.
-* Otherwise rollout ids run from ``start`` to ``num_rollout - 1``, one training call each.
-  With ``--eval-interval`` an evaluation runs before the first rollout (unless
-  ``--skip-eval-before-train``) and after every rollout ``k`` with ``(k + 1) % interval == 0``.
+An eval-only run (``--num-rollout 0`` with ``--eval-interval``) evaluates once, at id 0.
+Otherwise each rollout id from ``start`` trains once; with ``--eval-interval`` an evaluation
+runs first (unless ``--skip-eval-before-train``) and after each ``k`` with
+``(k + 1) % interval == 0``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from typing import Literal
 
 from miles_verifiers.errors import CommandLineError
 
-CallKind = Literal["train", "eval"]
-
 
 class ScheduleError(CommandLineError, ValueError):
     """The flags do not describe a run this runner can schedule."""
@@ -22,7 +20,7 @@ class ScheduleError(CommandLineError, ValueError):
 
 @dataclass(frozen=True)
 class PlannedCall:
-    kind: CallKind
+    kind: Literal["train", "eval"]
     rollout_id: int
 
     @property

@@ -11,14 +11,11 @@ from pathlib import Path
 import pytest
 
 from miles_verifiers.cli.environment import use_fixture_tokenizers
-from miles_verifiers.cli.loading import (
-    LegacyRolloutFunction,
-    RolloutFunctionPathError,
-    build_rollout_function,
-)
+from miles_verifiers.cli.loading import RolloutFunctionPathError, load_rollout_function
 from miles_verifiers.cli.namespace import build_namespace
 from miles_verifiers.cli.schedule import plan_calls
 from miles_verifiers.trainer.contract.compat import contract
+from miles_verifiers_testkit.miles import LegacyRolloutFn, construct_rollout_fn
 from miles_verifiers_testkit.runner.outputs import OutputPathError
 from miles_verifiers_testkit.runner.resume import ResumePoint
 from miles_verifiers_testkit.runner.session import (
@@ -184,8 +181,9 @@ def test_samples_and_metrics_on_one_file_are_refused_before_construction(tmp_pat
 
 def test_a_plain_function_is_called_with_the_legacy_signature():
     args = argparse.Namespace()
-    fn = build_rollout_function(f"{SUPPORT}.legacy_rollout", args, contract())
-    assert isinstance(fn, LegacyRolloutFunction)
+    target = load_rollout_function(f"{SUPPORT}.legacy_rollout")
+    fn = construct_rollout_fn(target, contract(), args)
+    assert isinstance(fn, LegacyRolloutFn)
     train = fn(contract().RolloutFnTrainInput(rollout_id=0))
     evaluation = fn(contract().RolloutFnEvalInput(rollout_id=0))
     assert isinstance(train, contract().RolloutFnTrainOutput) and train.samples == [[]]
@@ -203,4 +201,4 @@ def test_a_plain_function_is_called_with_the_legacy_signature():
 )
 def test_bad_function_paths_are_explained(path, message):
     with pytest.raises(RolloutFunctionPathError, match=message):
-        build_rollout_function(path, argparse.Namespace(), contract())
+        load_rollout_function(path)
