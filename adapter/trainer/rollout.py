@@ -464,25 +464,15 @@ class _LegacyLoop:
         self._loop: BackgroundLoop | None = None
         self._guard = threading.Lock()
 
-    def _started(self) -> BackgroundLoop:
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         with self._guard:
             if self._loop is None:
                 self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
-            return self._loop
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        loop = self._started()
+            loop = self._loop
         if loop.is_current():
             coroutine.close()
             raise RuntimeError("generate_rollout cannot be called from its own event loop")
         return loop.run(coroutine, None)
-
-
-def _miles_runner() -> Any | None:
-    try:
-        return importlib.import_module("miles.utils.async_utils").run
-    except (ImportError, AttributeError):
-        return None
 
 
 LEGACY_CACHE_SIZE = 4
@@ -523,8 +513,8 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
         if evaluation
         else types.RolloutFnTrainInput(rollout_id=rollout_id)
     )
-    runner = _miles_runner()
-    coroutine = fn(rollout_input)
-    if runner is not None:
-        return runner(coroutine)
-    return _legacy_loop.run(coroutine)
+    try:
+        runner = importlib.import_module("miles.utils.async_utils").run
+    except (ImportError, AttributeError):
+        runner = _legacy_loop.run
+    return runner(fn(rollout_input))

@@ -114,10 +114,6 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
-def _flag_value(value: Any) -> str:
-    return "unset" if value is None else str(value)
-
-
 def _modes(options: MilesOptions) -> list[tuple[str, SamplingOptions, int]]:
     """The modes the run samples in: (name, its sampling, 0 training flags / 1 evaluation)."""
     modes = []
@@ -126,12 +122,6 @@ def _modes(options: MilesOptions) -> list[tuple[str, SamplingOptions, int]]:
     if options.eval_enabled:
         modes.append(("evaluation", options.eval, 1))
     return modes
-
-
-def _eval_flag(options: MilesOptions, fields: tuple[str, str, Any]) -> str:
-    """The flag that gave evaluation its value: its own, or the training one it falls back on."""
-    eval_field = fields[1]
-    return FLAGS[eval_field] if getattr(options, eval_field) is not None else FLAGS[fields[0]]
 
 
 def _table(prefix: Sequence[str], *path: str) -> str:
@@ -158,16 +148,17 @@ def _sampling_problems(
                 )
             )
         elif key in _MILES_KEYS:
-            fields = _MILES_KEYS[key]
+            train_field, eval_field, miles_value_in = _MILES_KEYS[key]
             differing = []
             for mode, sampling, index in _modes(options):
-                miles_value = fields[2](sampling)
+                miles_value = miles_value_in(sampling)
                 if not _same(value, miles_value, key):
-                    flag = FLAGS[fields[0]] if index == 0 else _eval_flag(options, fields)
-                    differing.append((mode, flag, miles_value))
+                    # Evaluation's own flag, or the training one it falls back on.
+                    own = index and getattr(options, eval_field) is not None
+                    differing.append((mode, FLAGS[eval_field if own else train_field], miles_value))
             if differing:
                 samples_with = " and ".join(
-                    f"{flag} {_flag_value(miles_value)} in {mode}"
+                    f"{flag} {'unset' if miles_value is None else miles_value} in {mode}"
                     for mode, flag, miles_value in differing
                 )
                 flags = " and ".join(
