@@ -1,8 +1,7 @@
 """miles-verifiers: run Verifiers V1 environments as a Miles rollout function.
 
-Miles loads ``miles_verifiers.VerifiersRolloutFn`` (``--rollout-function-path``) or, on the
-legacy path, ``miles_verifiers.generate_rollout``. Both are imported lazily, so importing the
-package stays cheap (no verifiers, renderers or transformers until they are used).
+Miles loads ``VerifiersRolloutFn`` (or, on the legacy path, ``generate_rollout``); both are
+imported lazily, so importing the package loads no verifiers, renderers or transformers.
 """
 
 from __future__ import annotations

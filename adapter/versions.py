@@ -1,12 +1,8 @@
 """Gate on the installed verifiers/renderers/mcp versions, with the reason for each bound.
 
-The adapter talks to verifiers' 0.2.x V1 API and to private pieces of renderers that later
-releases removed (``miles_verifiers.episodes.v02.upstream`` lists every non-public piece it uses), and pip
-happily resolves versions that break at the first request. So the
-supported range is checked up front and every rejection says why the bound exists.
-
-:func:`check_versions` is pure (versions in, problems out); :func:`installed_versions` and
-:func:`require_supported_versions` are the thin shell that reads ``importlib.metadata``.
+The adapter drives Verifiers' V1 API and private pieces of renderers that later releases
+removed, and pip happily resolves versions that break at the first request: so the range is
+checked up front, and every rejection says why its bound exists.
 """
 
 from __future__ import annotations
@@ -77,9 +73,8 @@ SUPPORTED_VERSIONS: tuple[VersionRule, ...] = (
 )
 
 
-# What an episode worker (its own interpreter, MILES_VERIFIERS_EPISODE_WORKER_PYTHON) may run
-# instead: the >= 0.3 V1 API (Env, slots, run_slot), driven by miles_verifiers.episodes.v04.episodes.
-# Never accepted in the trainer's process: 0.4 needs openai>=2.54, SGLang pins openai 2.8.
+# What an episode worker (MILES_VERIFIERS_EPISODE_WORKER_PYTHON) may run instead; never the
+# trainer's process: 0.4 needs openai>=2.54, SGLang pins openai 2.8.
 WORKER_VERSIONS_04: tuple[VersionRule, ...] = (
     VersionRule(
         distribution="verifiers",
@@ -111,9 +106,8 @@ SLOTS_API_FROM = "0.3"
 
 
 def uses_slots_api(verifiers_version: str | None) -> bool:
-    """True when ``verifiers_version`` is 0.3 or newer (the Env/slots/run_slot V1 API); False
-    for 0.2.x, for an unreadable version and when Verifiers is not installed (the 0.2 path and
-    its own gate then report it)."""
+    """Whether ``verifiers_version`` is 0.3 or newer; an unreadable or missing version is not
+    (the 0.2 path's own gate then reports it)."""
     if verifiers_version is None:
         return False
     try:
@@ -157,27 +151,23 @@ class UnsupportedVersionError(SetupError, RuntimeError):
 
 def check_version(rule: VersionRule, found: str | None) -> VersionProblem | None:
     """The problem with one installed version, or None when it is in range."""
+    reason = _out_of_range(rule, found)
+    return None if reason is None else VersionProblem(rule.distribution, found, reason, rule.fix)
+
+
+def _out_of_range(rule: VersionRule, found: str | None) -> str | None:
     if found is None:
-        return VersionProblem(rule.distribution, None, f"it is required ({rule.spec})", rule.fix)
+        return f"it is required ({rule.spec})"
     try:
         version = Version(found)
     except InvalidVersion:
-        return VersionProblem(
-            rule.distribution,
-            found,
-            f"this is not a PEP 440 version, so it cannot be checked against {rule.spec}",
-            rule.fix,
-        )
+        return f"this is not a PEP 440 version, so it cannot be checked against {rule.spec}"
     if version < Version(rule.minimum):
-        return VersionProblem(
-            rule.distribution, found, f"older than {rule.minimum}: {rule.too_old}", rule.fix
-        )
+        return f"older than {rule.minimum}: {rule.too_old}"
     # Compare the release part so that pre-releases of the excluded version (0.1.11.dev1,
     # 0.2.1rc1), which PEP 440 orders below it, are rejected too.
     if Version(version.base_version) >= Version(rule.below):
-        return VersionProblem(
-            rule.distribution, found, f"{rule.below} or newer: {rule.too_new}", rule.fix
-        )
+        return f"{rule.below} or newer: {rule.too_new}"
     return None
 
 
