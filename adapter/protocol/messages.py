@@ -13,10 +13,15 @@ import importlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from miles_verifiers.errors import RolloutCallError
-from miles_verifiers.protocol.records import EpisodeErrorRecord, TaskRecord, TraceRecord
+from miles_verifiers.protocol.records import (
+    EpisodeErrorRecord,
+    ProtocolModel,
+    TaskRecord,
+    TraceRecord,
+)
 
 # 2.1 added Verifiers' verdicts to the trace record and the 0.4 seats, service runtimes and
 # config notes to the description.
@@ -36,20 +41,16 @@ class ProtocolVersionError(RolloutCallError, ValueError):
     """A message was written for a protocol version this side cannot read."""
 
 
-def major(version: str) -> int:
+def check_version(
+    version: str, *, ours: str = PROTOCOL_VERSION, we: str = "episode worker", they: str = "trainer"
+) -> None:
+    """Refuse ``version`` unless its major number equals ours (minor additions are compatible)."""
     head = version.split(".", 1)[0]
     if not head.isdigit():
         raise ProtocolVersionError(
             f"episode worker protocol version {version!r} is not '<major>.<minor>'"
         )
-    return int(head)
-
-
-def check_version(
-    version: str, *, ours: str = PROTOCOL_VERSION, we: str = "episode worker", they: str = "trainer"
-) -> None:
-    """Refuse ``version`` unless its major number equals ours (minor additions are compatible)."""
-    if major(version) != major(ours):
+    if int(head) != int(ours.split(".", 1)[0]):
         raise ProtocolVersionError(
             f"the {we} speaks episode worker protocol {ours} and the {they} speaks protocol "
             f"{version}; different major versions cannot talk. Fix: install the same "
@@ -57,15 +58,10 @@ def check_version(
         )
 
 
-class _Message(BaseModel):
-    # A newer minor version may add fields: read what we know, ignore the rest.
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
 # -- requests ----------------------------------------------------------------------------------
 
 
-class CleanupSpec(_Message):
+class CleanupSpec(ProtocolModel):
     """Seconds each wind-down step of a call may take, on the trainer and on the worker."""
 
     abort_s: float = 10.0
@@ -75,14 +71,14 @@ class CleanupSpec(_Message):
     handler_s: float = 1.0
 
 
-class RendererSpecModel(_Message):
+class RendererSpecModel(ProtocolModel):
     tokenizer_source: str
     identity: str | None
     chat_template_kwargs_json: str = "{}"
     pool_size: int = Field(2, ge=1)
 
 
-class WorkerSetup(_Message):
+class WorkerSetup(ProtocolModel):
     """Sent once to a fresh worker: what it needs to build environments and clients."""
 
     kind: Literal["setup"] = "setup"
@@ -95,7 +91,7 @@ class WorkerSetup(_Message):
     cleanup: CleanupSpec
 
 
-class CallStart(_Message):
+class CallStart(ProtocolModel):
     kind: Literal["call_start"] = "call_start"
     call_id: str
     mode: Literal["train", "eval"]
@@ -106,12 +102,12 @@ class CallStart(_Message):
     max_concurrency: int = Field(ge=1)
 
 
-class CallEnd(_Message):
+class CallEnd(ProtocolModel):
     kind: Literal["call_end"] = "call_end"
     call_id: str
 
 
-class GroupRequest(_Message):
+class GroupRequest(ProtocolModel):
     """Run one task's episode: rollout ``k`` samples with ``sampling[k]`` (seeds included)."""
 
     kind: Literal["group"] = "group"
@@ -122,7 +118,7 @@ class GroupRequest(_Message):
     deadline_s: float = Field(gt=0)
 
 
-class DescribeRequest(_Message):
+class DescribeRequest(ProtocolModel):
     """What is this taskset? Asked at construction, before any call."""
 
     kind: Literal["describe"] = "describe"
@@ -141,7 +137,7 @@ RequestBody = Annotated[
 ]
 
 
-class Request(_Message):
+class Request(ProtocolModel):
     version: str = PROTOCOL_VERSION
     id: int
     body: RequestBody
@@ -150,18 +146,18 @@ class Request(_Message):
 # -- replies -------------------------------------------------------------------------------------
 
 
-class GroupResult(_Message):
+class GroupResult(ProtocolModel):
     kind: Literal["group_result"] = "group_result"
     traces: list[TraceRecord]
     failure: Literal["episode_error", "episode_timeout"] | None = None
     error: EpisodeErrorRecord | None = None
 
 
-class Done(_Message):
+class Done(ProtocolModel):
     kind: Literal["done"] = "done"
 
 
-class Ready(_Message):
+class Ready(ProtocolModel):
     """The worker's hello, answering its setup: what it speaks and runs."""
 
     kind: Literal["ready"] = "ready"
@@ -170,14 +166,14 @@ class Ready(_Message):
     versions: dict[str, str] = Field(default_factory=dict)
 
 
-class RuntimeDescription(_Message):
+class RuntimeDescription(ProtocolModel):
     """A runtime the config names; ``local``: Verifiers' ``runtime_is_local``."""
 
     type: str
     local: bool
 
 
-class SeatDescription(_Message):
+class SeatDescription(ProtocolModel):
     """One seat (agent) of a Verifiers 0.4 environment, as its config and ``setup()`` leave it."""
 
     name: str
@@ -192,7 +188,7 @@ class SeatDescription(_Message):
     runs_per_episode: int | None = None
 
 
-class ServiceRuntimeDescription(_Message):
+class ServiceRuntimeDescription(ProtocolModel):
     """A runtime outside the seats: a tool server's, or one the config names elsewhere."""
 
     role: Literal["toolset", "config"]
@@ -202,7 +198,7 @@ class ServiceRuntimeDescription(_Message):
     runtime: RuntimeDescription
 
 
-class Description(_Message):
+class Description(ProtocolModel):
     """What construction checks that needs the taskset loaded (the trainer never loads it)."""
 
     kind: Literal["description"] = "description"
@@ -223,7 +219,7 @@ class Description(_Message):
     config_prefix: list[str] = Field(default_factory=list)
 
 
-class Refused(_Message):
+class Refused(ProtocolModel):
     """The worker could not carry out the request (a setup problem, an unknown call ...)."""
 
     kind: Literal["refused"] = "refused"
@@ -238,7 +234,7 @@ ReplyBody = Annotated[
 ]
 
 
-class Reply(_Message):
+class Reply(ProtocolModel):
     version: str = PROTOCOL_VERSION
     id: int
     body: ReplyBody

@@ -12,19 +12,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 
-class _Record(BaseModel):
-    # Records cross the worker protocol: a newer minor's extra fields are ignored.
+class ProtocolModel(BaseModel):
+    """What crosses the protocol: a newer minor's extra fields are ignored."""
+
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-class NodeRecord(_Record):
+class NodeRecord(ProtocolModel):
     mask: list[bool]
     logprobs: list[float]
     # Its place in the trace's graph: a turn several branches share is trained once.
     node_id: int | None = None
 
 
-class BranchRecord(_Record):
+class BranchRecord(ProtocolModel):
     index: int
     token_ids: list[int]
     # The branch's log-probs aligned to token_ids, as Verifiers spreads them.
@@ -40,14 +41,14 @@ class BranchRecord(_Record):
         return [m for node in self.nodes for m in node.mask]
 
 
-class TaskRecord(_Record):
+class TaskRecord(ProtocolModel):
     type: str
     idx: Any = None
     prompt: Any = ""  # already serialised (a string or a list of message dicts)
     label: Any = None  # label, else answer; numbers as strings
 
 
-class ErrorRecord(_Record):
+class ErrorRecord(ProtocolModel):
     """The trace's latest error, field for field as Verifiers records it."""
 
     type: str
@@ -55,7 +56,7 @@ class ErrorRecord(_Record):
     traceback: str | None = None
 
 
-class EpisodeErrorRecord(_Record):
+class EpisodeErrorRecord(ProtocolModel):
     """Why an episode failed as a whole (its class name and message)."""
 
     type: str
@@ -66,12 +67,12 @@ class EpisodeErrorRecord(_Record):
     timeout: bool = False
 
 
-class PrefixCacheRecord(_Record):
+class PrefixCacheRecord(ProtocolModel):
     cached_tokens: int
     prompt_tokens: int
 
 
-class TraceRecord(_Record):
+class TraceRecord(ProtocolModel):
     id: str
     task: TaskRecord
     branches: list[BranchRecord]

@@ -42,16 +42,12 @@ def version_line(versions: Mapping[str, str]) -> str:
     return ", ".join(f"{name} {versions.get(name, 'not installed')}" for name in names)
 
 
-def differences(expected: Mapping[str, str], reported: Mapping[str, str]) -> list[str]:
-    """The names ``reported`` gives another version than ``expected`` (only those it names)."""
-    return [name for name in expected if reported.get(name) != expected[name]]
-
-
 def check_worker_versions(
     expected: Mapping[str, str], reported: Mapping[str, str], worker: str
 ) -> None:
-    """Raise :class:`WorkerVersionsError` naming both sides when ``reported`` differs."""
-    differing = differences(expected, reported)
+    """Raise :class:`WorkerVersionsError` naming both sides when ``reported`` differs (only
+    the names ``expected`` holds are compared: an older worker reports fewer)."""
+    differing = [name for name in expected if reported.get(name) != expected[name]]
     if not differing:
         return
     what = ", ".join(

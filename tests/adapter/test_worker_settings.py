@@ -9,7 +9,7 @@ import pytest
 
 from miles_verifiers import AdapterSettings, SetupError
 from miles_verifiers.trainer.backends import ray as ray_backend
-from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.backends.pool import WorkerLostError
 from miles_verifiers.trainer.groups import GroupRun
 from miles_verifiers.trainer.rollout import SettingsError
 from miles_verifiers.trainer.scheduling import Outcome

@@ -12,13 +12,13 @@ import signal
 import sys
 from typing import Any
 
-from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.backends.local import (
     TEMPLATE_MODULE,
     LocalWorker,
     WorkerPipes,
     WorkerTemplate,
 )
+from miles_verifiers.trainer.backends.pool import WorkerLostError
 from tests.workers.processes import (
     ProcessInfo,
     descendants,

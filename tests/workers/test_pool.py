@@ -19,8 +19,12 @@ from miles_verifiers.protocol.messages import (
     Reply,
     read_request,
 )
-from miles_verifiers.trainer.backends.link import WorkerLostError
-from miles_verifiers.trainer.backends.pool import PoolLimits, WorkerPool, WorkerRestartLimitError
+from miles_verifiers.trainer.backends.pool import (
+    PoolLimits,
+    WorkerLostError,
+    WorkerPool,
+    WorkerRestartLimitError,
+)
 from tests.workers.scenarios import group, make_call, run, unused_setup
 
 # How long a stand-in's blocking kill waits to be let go before it gives up.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers.protocol.messages import PROTOCOL_VERSION
-from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.backends.pool import WorkerLostError
 
 logger = logging.getLogger(__name__)
 

@@ -32,12 +32,34 @@ from miles_verifiers.protocol.messages import (
     read_reply,
 )
 from miles_verifiers.protocol.versions import WorkerVersionsError, check_worker_versions
-from miles_verifiers.trainer.backends.link import WorkerLink, WorkerLostError
 from miles_verifiers.trainer.groups import GroupRun
 
 logger = logging.getLogger(__name__)
 
 RESTARTS_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_RESTARTS"
+
+
+class WorkerLostError(RolloutCallError):
+    """An episode worker died, closed its pipe, or did not answer in time."""
+
+
+class WorkerLink(Protocol):
+    """One running worker: send a request's bytes, get the reply's bytes."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def description(self) -> str: ...
+
+    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
+        """The reply; :class:`WorkerLostError` if the worker dies or is late (then killed)."""
+
+    def kill(self) -> None:
+        """Stop the worker now, from any thread, blocking and bounded."""
+
+    async def stop(self) -> None:
+        """:meth:`kill` on the worker's event loop, without blocking it."""
 
 
 class WorkerRestartLimitError(RolloutCallError):

@@ -18,7 +18,7 @@ from typing import Any
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol import procs
 from miles_verifiers.protocol.messages import load_handler_class
-from miles_verifiers.trainer.backends.link import WorkerLostError
+from miles_verifiers.trainer.backends.pool import WorkerLostError
 
 logger = logging.getLogger(__name__)
 

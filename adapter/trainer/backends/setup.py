@@ -30,9 +30,13 @@ from miles_verifiers.protocol.messages import (
     read_reply,
 )
 from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
-from miles_verifiers.trainer.backends.link import WorkerLostError
 from miles_verifiers.trainer.backends.local import LocalWorker, WorkerTemplate
-from miles_verifiers.trainer.backends.pool import LinkStarter, PoolLimits, WorkerPool
+from miles_verifiers.trainer.backends.pool import (
+    LinkStarter,
+    PoolLimits,
+    WorkerLostError,
+    WorkerPool,
+)
 
 # Seconds on top of the episode deadline and its wind-down before a worker counts as hung.
 ANSWER_SLACK_S = 5.0
@@ -64,14 +68,12 @@ def _as_setup_error(refused: Refused) -> SetupError:
     """The episode side's construction error as the same class here, else its nearest base
     known here, so a check reads the same whichever side made it."""
     known = _setup_error_classes()
-    cls: type[SetupError] = EpisodeSideError
-    message = f"{refused.error_type}: {refused.message}"
     if refused.error_type in known:
         cls, message = known[refused.error_type], refused.message
     else:
-        bases = [known[name] for name in refused.error_bases if name in known]
-        if bases and bases[0] is not SetupError:
-            cls = bases[0]
+        base = next((known[name] for name in refused.error_bases if name in known), SetupError)
+        cls = EpisodeSideError if base is SetupError else base
+        message = f"{refused.error_type}: {refused.message}"
     error = cls.__new__(cls)
     Exception.__init__(error, message)
     return error
