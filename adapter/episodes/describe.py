@@ -57,19 +57,18 @@ def load_and_describe(
 ) -> tuple[Description, Any, Any]:
     """Load the config, the taskset and a renderer as the workers will, and describe them;
     also returns the config and the taskset loaded. ``vocab_size_of`` loads the renderer of a
-    ``RendererSpec`` and returns its vocabulary size."""
+    ``RendererSpecModel`` and returns its vocabulary size."""
     from miles_verifiers.versions import require_supported_versions
 
     # This side's Verifiers is the one that runs the episodes: check it before importing it.
     require_supported_versions()
-    from miles_verifiers.episodes.v02.clients import RendererSpec, identify_renderer
+    from miles_verifiers.episodes.v02.clients import identify_renderer
 
     config, loaded = load_config_and_taskset(request.config_path, request.config_text)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
     vocab_size = None
     if request.renderer is not None:
-        spec = RendererSpec(**{**request.renderer.model_dump(), "identity": identity})
-        vocab_size = vocab_size_of(spec)
+        vocab_size = vocab_size_of(request.renderer.model_copy(update={"identity": identity}))
     return describe_loaded(config, loaded, identity, vocab_size), config, loaded
 
 

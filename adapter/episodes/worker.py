@@ -125,16 +125,15 @@ def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built02:
     """What ``setup`` builds, from a config and taskset already loaded."""
     from verifiers.v1 import Environment
 
-    from miles_verifiers.episodes.v02.clients import RendererSpec, shared_renderer_pool
+    from miles_verifiers.episodes.v02.clients import shared_renderer_pool
 
     check_task_count(setup, len(loaded.tasks))
-    spec = RendererSpec(**setup.renderer.model_dump())
     return Built02(
         setup,
         loaded.tasks,
         EnvironmentPool(lambda: Environment(config), first=loaded.environment),
-        shared_renderer_pool(spec),
-        spec,
+        shared_renderer_pool(setup.renderer),
+        setup.renderer,
         CleanupLimits(**setup.cleanup.model_dump()),
     )
 

@@ -27,7 +27,8 @@ from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
 from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
-from miles_verifiers.episodes.v02.clients import RendererSpec, shared_renderer_pool
+from miles_verifiers.episodes.v02.clients import shared_renderer_pool
+from miles_verifiers.protocol.messages import RendererSpecModel
 from miles_verifiers_testkit.engine import FaultKind, FaultPlan, PolicyConfig
 from miles_verifiers_testkit.miles import (
     FIXTURE_CONFIGS,
@@ -106,7 +107,9 @@ class ObservedTrainClient(TrainClient):
 @pytest.fixture(scope="module")
 def renderer_pool() -> Any:
     """One Qwen3 renderer pool for every client of the module (tokenizer loading dominates)."""
-    return shared_renderer_pool(RendererSpec.build(MODEL, MODEL, None, pool_size=1))
+    return shared_renderer_pool(
+        RendererSpecModel(tokenizer_source=MODEL, identity=MODEL, pool_size=1)
+    )
 
 
 def make_client(
@@ -267,7 +270,14 @@ def dialogue_run(served_engine: tuple[RecordingEngine, str]) -> DialogueRun:
     engine.set_policy(PolicyConfig(accuracy=1.0))
     engine.set_faults(FaultPlan())
     engine.clear()
-    pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 1))
+    pool = shared_renderer_pool(
+        RendererSpecModel(
+            tokenizer_source=MODEL,
+            identity=MODEL,
+            chat_template_kwargs_json='{"enable_thinking": false}',
+            pool_size=1,
+        )
+    )
     client, transport = make_client(pool, url)
     try:
         (trace,) = run_episode(load_config("mv_dialogue", num_tasks=2, rounds=3), client)

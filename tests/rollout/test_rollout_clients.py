@@ -12,13 +12,13 @@ from verifiers.v1.errors import ProviderError
 
 from miles_verifiers.episodes.v02.clients import (
     MilesTrainClient,
-    RendererSpec,
     UnsupportedRequestError,
     growing_pool_class,
     renderer_identity,
     shared_renderer_pool,
 )
 from miles_verifiers.errors import is_unsupported_request
+from miles_verifiers.protocol.messages import RendererSpecModel
 from miles_verifiers.trainer.engine_settings import EngineAddressUnsetError, engine_url_from_args
 from tests.rollout.rollout_support import MODEL
 
@@ -70,12 +70,26 @@ def test_an_unset_engine_address_is_an_error_saying_when_miles_sets_it() -> None
 
 @pytest.fixture(scope="module")
 def pool() -> Any:
-    return shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+    return shared_renderer_pool(
+        RendererSpecModel(
+            tokenizer_source=MODEL,
+            identity=MODEL,
+            chat_template_kwargs_json='{"enable_thinking": false}',
+            pool_size=2,
+        )
+    )
 
 
 def test_the_pool_is_built_once_per_spec(pool: Any) -> None:
     assert (
-        shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+        shared_renderer_pool(
+            RendererSpecModel(
+                tokenizer_source=MODEL,
+                identity=MODEL,
+                chat_template_kwargs_json='{"enable_thinking": false}',
+                pool_size=2,
+            )
+        )
         is pool
     )
     assert isinstance(pool, growing_pool_class())
@@ -121,7 +135,9 @@ def _qwen_renderer() -> Any:
 
 
 def client_for(pool: Any) -> MilesTrainClient:
-    return MilesTrainClient(object(), pool, RendererSpec.build(MODEL, MODEL, {}, 2))
+    return MilesTrainClient(
+        object(), pool, RendererSpecModel(tokenizer_source=MODEL, identity=MODEL, pool_size=2)
+    )
 
 
 @pytest.mark.parametrize("method", ["relay", "relay_aux"])
@@ -169,7 +185,9 @@ def model_pool(model: str) -> Any:
     from miles_verifiers_testkit.tokenizers import build_all
 
     build_all()
-    return shared_renderer_pool(RendererSpec.build(model, model, None, 1))
+    return shared_renderer_pool(
+        RendererSpecModel(tokenizer_source=model, identity=model, pool_size=1)
+    )
 
 
 @pytest.mark.parametrize("model", RENDERED_MODELS)

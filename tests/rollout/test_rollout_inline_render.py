@@ -22,10 +22,10 @@ from miles_verifiers.episodes.inline_render import (
 )
 from miles_verifiers.episodes.v02.clients import (
     MilesTrainClient,
-    RendererSpec,
     growing_pool_class,
     shared_renderer_pool,
 )
+from miles_verifiers.protocol.messages import RendererSpecModel
 from miles_verifiers_conformance.render_corpus import (
     CASES,
     IDENTITIES,
@@ -107,7 +107,9 @@ def _conversation(messages: int) -> list[dict[str, str]]:
 def _ask(pool: Any, messages: list[dict[str, str]]) -> tuple[int, EngineStub]:
     """One chat request through the adapter's client; returns the event loop's thread."""
     engine = EngineStub()
-    client = MilesTrainClient(engine, pool, RendererSpec.build(MODEL, MODEL, {}, 1))
+    client = MilesTrainClient(
+        engine, pool, RendererSpecModel(tokenizer_source=MODEL, identity=MODEL, pool_size=1)
+    )
 
     async def ask() -> int:
         await client.get_response(
@@ -171,7 +173,14 @@ def _loop_renderer_of(pool: Any) -> Any:
 
 
 def test_a_shared_pool_of_two_keeps_one_renderer_for_the_loop_and_one_for_threads() -> None:
-    pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 2))
+    pool = shared_renderer_pool(
+        RendererSpecModel(
+            tokenizer_source=MODEL,
+            identity=MODEL,
+            chat_template_kwargs_json='{"enable_thinking": false}',
+            pool_size=2,
+        )
+    )
 
     assert _loop_renderer_of(pool) is not None
     pool.warm_up()
@@ -179,7 +188,14 @@ def test_a_shared_pool_of_two_keeps_one_renderer_for_the_loop_and_one_for_thread
 
 
 def test_a_shared_pool_of_one_renders_every_prompt_on_a_worker_thread() -> None:
-    pool = shared_renderer_pool(RendererSpec.build(MODEL, MODEL, {"enable_thinking": False}, 1))
+    pool = shared_renderer_pool(
+        RendererSpecModel(
+            tokenizer_source=MODEL,
+            identity=MODEL,
+            chat_template_kwargs_json='{"enable_thinking": false}',
+            pool_size=1,
+        )
+    )
 
     pool.warm_up()
 

@@ -18,7 +18,6 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -46,6 +45,7 @@ from miles_verifiers.errors import (
     SetupError,
     tag_message,
 )
+from miles_verifiers.protocol.messages import RendererSpecModel
 
 logger = logging.getLogger(__name__)
 
@@ -106,41 +106,6 @@ def renderer_identity(
     if not matches or len({known[m] for m in matches}) != 1:
         return None
     return matches[0]
-
-
-@dataclass(frozen=True)
-class RendererSpec:
-    """Everything that decides which renderers a pool holds (hashable: one pool per spec)."""
-
-    tokenizer_source: str
-    identity: str | None
-    # JSON of --apply-chat-template-kwargs with sorted keys (hashable and order-free).
-    chat_template_kwargs_json: str = "{}"
-    pool_size: int = 2
-
-    @staticmethod
-    def build(
-        tokenizer_source: str,
-        identity: str | None,
-        chat_template_kwargs: Mapping[str, Any] | None,
-        pool_size: int,
-    ) -> RendererSpec:
-        if pool_size < 1:
-            raise ValueError(f"the renderer pool needs at least one renderer, got {pool_size}")
-        return RendererSpec(
-            tokenizer_source=tokenizer_source,
-            identity=identity,
-            chat_template_kwargs_json=json.dumps(dict(chat_template_kwargs or {}), sort_keys=True),
-            pool_size=pool_size,
-        )
-
-    @property
-    def chat_template_kwargs(self) -> dict[str, Any]:
-        return json.loads(self.chat_template_kwargs_json)
-
-    @property
-    def model_label(self) -> str:
-        return self.identity or self.tokenizer_source
 
 
 def identify_renderer(hf_checkpoint: str | None, tokenizer_source: str | None) -> str | None:
@@ -239,7 +204,7 @@ def growing_pool_class() -> type:
     return GrowingRendererPool
 
 
-def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
+def _renderer_factory(spec: RendererSpecModel) -> Callable[[], Any]:
     def factory() -> Any:
         from renderers.base import create_renderer
 
@@ -251,13 +216,13 @@ def _renderer_factory(spec: RendererSpec) -> Callable[[], Any]:
             # none it knows, so name it after the registered model it is.
             tokenizer.name_or_path = spec.identity
         return create_renderer(
-            tokenizer, None, chat_template_kwargs=spec.chat_template_kwargs or None
+            tokenizer, None, chat_template_kwargs=json.loads(spec.chat_template_kwargs_json) or None
         )
 
     return factory
 
 
-def _build_pool(spec: RendererSpec) -> Any:
+def _build_pool(spec: RendererSpecModel) -> Any:
     # Imported here first: two threads racing through transformers' lazy imports can fail
     # with "cannot import name 'AutoTokenizer'", and the pool loads tokenizers on threads.
     import transformers  # noqa: F401
@@ -277,7 +242,7 @@ def _build_pool(spec: RendererSpec) -> Any:
     return pool
 
 
-def load_one_renderer(spec: RendererSpec) -> int | None:
+def load_one_renderer(spec: RendererSpecModel) -> int | None:
     """Build one renderer for ``spec`` (the construction check that the tokenizer loads) and
     return its vocabulary size, which engine answers are checked against."""
     import transformers  # noqa: F401  (see _build_pool)
@@ -289,11 +254,12 @@ def load_one_renderer(spec: RendererSpec) -> int | None:
     return renderer_vocab_size(renderer)
 
 
-def _renderer_setup_error(spec: RendererSpec, error: BaseException) -> RendererSetupError:
+def _renderer_setup_error(spec: RendererSpecModel, error: BaseException) -> RendererSetupError:
     detail = f"{type(error).__name__}: {error}"
     if "chat_template_kwargs" in str(error):
+        model = spec.identity or spec.tokenizer_source
         return RendererSetupError(
-            f"the renderer for {spec.model_label!r} rejects --apply-chat-template-kwargs "
+            f"the renderer for {model!r} rejects --apply-chat-template-kwargs "
             f"{spec.chat_template_kwargs_json} ({detail}). Fix: pass only switches that model's "
             "chat template has (e.g. enable_thinking for Qwen3), and name a registered Renderers "
             f"model in {IDENTITY_FLAGS} so its renderer is known."
@@ -306,7 +272,7 @@ def _renderer_setup_error(spec: RendererSpec, error: BaseException) -> RendererS
 
 
 @functools.lru_cache(maxsize=4)  # bounded: a long-lived process does not hoard tokenizers
-def shared_renderer_pool(spec: RendererSpec) -> Any:
+def shared_renderer_pool(spec: RendererSpecModel) -> Any:
     """The process-wide renderer pool for ``spec``, shared by every client of that model."""
     return _build_pool(spec)
 
@@ -322,7 +288,7 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
     """Verifiers' ``TrainClient`` with the shared renderer pool and explicit refusals, one per
     rollout call; after :meth:`end` every request fails at once (cancelled episodes wind down)."""
 
-    def __init__(self, transport: Any, pool: Any, spec: RendererSpec) -> None:
+    def __init__(self, transport: Any, pool: Any, spec: RendererSpecModel) -> None:
         super().__init__(
             transport,
             pool_size=spec.pool_size,
@@ -330,7 +296,7 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
         )
         self.use_renderer_pool(pool)
         self._renderers = pool
-        self._spec = spec
+        self._model_label = spec.identity or spec.tokenizer_source
         self._ended = False
 
     def renderer_for_request(self) -> Any:
@@ -392,7 +358,7 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
             if not is_tools_refusal(error):
                 raise
             raise UnsupportedRequestError(
-                f"the harness offered tools, but the renderer for {self._spec.model_label!r} "
+                f"the harness offered tools, but the renderer for {self._model_label!r} "
                 f"cannot render tool calls ({error}).",
                 f"name a model Renderers has a tool-capable renderer for in {IDENTITY_FLAGS} "
                 "(e.g. --sglang-tokenizer-path Qwen/Qwen3-0.6B when the checkpoint is a local "
