@@ -1,16 +1,11 @@
-"""A local episode worker process: :func:`main`, run in a child the worker template forked
-(:mod:`miles_verifiers.episodes.template`), with the pipes to the trainer as stdin and stdout.
+"""A local episode worker process: :func:`main`, forked by :mod:`.template`, with the pipes to
+the trainer as stdin and stdout (length-prefixed frames, answered concurrently; fd 1 is pointed
+at stderr, so a library that prints cannot corrupt a frame).
 
-Reads length-prefixed request frames from stdin and writes reply frames to stdout, serving
-requests concurrently. The protocol owns the real stdout: file descriptor 1 is pointed at
-stderr first, so a library that prints cannot corrupt a frame. When stdin closes (the trainer
-closed it, exited or was killed) or SIGTERM comes (the trainer stopping it, or ending it as
-hung), the worker ends its calls (closing their environments) within bounded time, ends
-whatever it started that is still running, and exits, so it never outlives its parent. It is
-the child subreaper of what it starts, so a process that left its parent (a daemon, a
-server started in a session of its own) is still below it, found and ended; past
-:data:`STOP_BOUND_S` after SIGTERM a watchdog thread does that and exits, even if the event
-loop is stuck.
+When stdin closes or SIGTERM comes, the worker ends its calls within bounded time, ends what it
+started, and exits, so it never outlives its parent. As child subreaper it also finds processes
+that left their parent; past :data:`STOP_BOUND_S` after SIGTERM a watchdog thread ends them and
+exits, even if the event loop is stuck.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The episode side's description of a taskset, and its one-shot process.
 
-Construction checks what only a loaded taskset can tell (the config is valid, the taskset loads
-and is not empty, its prompts are text, whether it scores groups, the tokenizer loads) on the
-side that runs the episodes, so the trainer side never imports Verifiers or Renderers. Every
-backend asks the same way, with a :class:`DescribeRequest` the worker handler answers: for
-workers :func:`main`, in a process the workers' template forks
-(:mod:`miles_verifiers.episodes.template`), answers one read from stdin; in the trainer's own
-process the handler answers it there (:func:`load_and_describe`, keeping what it loaded for the
-setup that follows).
+Construction checks what only a loaded taskset can tell (the config, the tasks, their prompts,
+group rewards, the tokenizer) where the episodes run, so the trainer side never imports
+Verifiers or Renderers. Workers answer a :class:`DescribeRequest` in a process the template
+forks (:func:`main`); the trainer's own process keeps what it loaded for the setup.
 """
 
 from __future__ import annotations
@@ -55,12 +51,11 @@ def load_config_and_taskset(config_path: str, config_text: str) -> tuple[Any, An
 def load_and_describe(
     request: DescribeRequest, vocab_size_of: Callable[[Any], int | None]
 ) -> tuple[Description, Any, Any]:
-    """Load the config, the taskset and a renderer as the workers will, and describe them;
-    also returns the config and the taskset loaded. ``vocab_size_of`` loads the renderer of a
-    ``RendererSpecModel`` and returns its vocabulary size."""
+    """Load and describe the config, the taskset and a renderer as the workers will; also the
+    config and taskset. ``vocab_size_of`` loads a spec's renderer, giving its vocabulary."""
     from miles_verifiers.versions import require_supported_versions
 
-    # This side's Verifiers is the one that runs the episodes: check it before importing it.
+    # Checked before importing this side's Verifiers, which runs the episodes.
     require_supported_versions()
     from miles_verifiers.episodes.v02.clients import identify_renderer
 

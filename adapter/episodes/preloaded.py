@@ -1,10 +1,7 @@
 """Tokenizers the worker template loaded before forking, handed out once each in the child.
 
-A tokenizer load costs a worker about 0.7 s of CPU, and a worker makes two at its start (its
-first renderer and the event loop's). The template loads them once (see
-:mod:`miles_verifiers.episodes.template`); every process it forks inherits its own copies,
-so a worker, a replacement for a lost one and the describe step start without loading.
-Process-wide by nature: the copies exist to be inherited across ``fork``.
+A load costs about 0.7 s of CPU and a worker makes two at its start; loaded once in the
+template, every forked process (a worker, a replacement, the describe step) inherits copies.
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ _COPIES: dict[str, list[Any]] = {}
 
 
 def preload(source: str, copies: int) -> None:
-    """Load ``copies`` tokenizers of ``source``. A failure is left to the child, whose own
-    load reports it as construction or the worker reports every other error."""
+    """Load ``copies`` tokenizers of ``source`` (a failure is left to the child's own load)."""
     from renderers.base import load_tokenizer as load
 
     with contextlib.suppress(Exception):

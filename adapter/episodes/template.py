@@ -1,21 +1,12 @@
 """The worker template: an interpreter that has imported what episodes need and forks each
-local episode worker on request.
+local episode worker on request, so none pays Verifiers' seconds of imports again.
 
-Verifiers' imports cost seconds of CPU per interpreter; a worker forked from this process, or
-a replacement for a lost one, starts without paying them again, and the workers share those
-pages. The trainer starts it as ``python -m miles_verifiers.episodes.template`` with the
-workers' interpreter and one end of a ``SOCK_SEQPACKET`` socket pair as its stdin; with
-``--tokenizer SOURCE --copies N`` it also loads that tokenizer N times, for the children to
-take (see :mod:`miles_verifiers.episodes.preloaded`). Each message on the socket names an
-entry (a worker, or the one-shot describe step) and its environment (JSON), with the child's
-stdin and stdout (and optionally stderr) attached as descriptors; the template forks, answers
-the child's pid, and the child runs the entry's ``main()`` with those as its standard streams.
-
-Fork safety: only library modules are imported here (and tokenizers loaded, which start no
-thread), no taskset code runs and no thread or event loop is started, so the child starts
-from a single-threaded copy. The template exits when the socket closes (the trainer closed
-the pool, exited or was killed). The kernel reaps its children (SIGCHLD is ignored here, and
-restored in each child).
+Started as ``python -m miles_verifiers.episodes.template [--tokenizer SOURCE --copies N]`` with
+one end of a ``SOCK_SEQPACKET`` pair as stdin. Each message names an entry and its environment
+(JSON), with the child's stdin, stdout (and stderr) attached; the template forks, answers the
+pid, and the child runs the entry's ``main()`` on those streams. Fork safety: only library
+modules are imported (and tokenizers loaded), no thread or loop is started. The template exits
+when the socket closes; SIGCHLD is ignored so the kernel reaps the children.
 """
 
 from __future__ import annotations
@@ -36,11 +27,8 @@ ENTRIES = {
     "worker": "miles_verifiers.episodes.child",
     "describe": "miles_verifiers.episodes.describe",
 }
-# Imported before the first fork (what every worker imports, and the bulk of its start-up
-# cost); a module that an installed generation lacks or cannot import is left to the worker,
-# which reports it.
-# ``AutoTokenizer`` is a lazy attribute of transformers: its module is most of the cost of a
-# worker's first tokenizer load (0.6 s of CPU), paid here once instead of once per worker.
+# Imported before the first fork; one that fails is left to the worker to report. The
+# tokenization_auto module is most of a first tokenizer load's cost (0.6 s of CPU).
 PRELOADED = (
     "verifiers",
     "verifiers.v1",
