@@ -1,11 +1,9 @@
 """Loading and describing a Verifiers 0.4 environment on the episode worker.
 
-0.4 loads the 0.4 way: the TOML becomes the environment's own config class
-(``resolve_env_config``), and ``load_environment`` builds the ``Env`` (``SingleAgentEnv`` for a
-plain taskset). The file may also be the one ``vf-eval`` reads, with the environment under
-``[env]`` (see :mod:`.config_shape`). What the worker cannot run yet is refused here, at
-construction, with the field to change: a runtime that is not local (0.4's default is a remote
-sandbox), an unbounded taskset, and a config Verifiers itself refuses.
+The TOML (as written, or a vf-eval file with the environment under ``[env]``: see
+:mod:`.config_shape`) becomes the environment's config class and ``load_environment`` builds the
+``Env``. What the worker cannot run is refused with the field to change: a runtime that is not
+local (0.4's default is a remote sandbox), an unbounded taskset, a config Verifiers refuses.
 """
 
 from __future__ import annotations
@@ -37,14 +35,12 @@ class Loaded04:
     config: Any
     environment: Any
     tasks: tuple[Any, ...]
-    # What loading set aside (a vf-eval file's run settings), one note each.
-    notes: tuple[str, ...] = ()
+    shaped: Shaped  # the tables the environment sits under, and what was set aside
 
 
 def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
-    """The environment's config, validated by Verifiers 0.4, from a file in either shape (a
-    vf-eval file's run settings set aside, see :mod:`.config_shape`); on refusal, each of
-    Verifiers' complaints with the table as written and its own fix."""
+    """The environment's config, validated by Verifiers 0.4, from a file in either shape; a
+    refusal names each complaint's table as written, with its fix."""
     import verifiers.v1 as vf
 
     shaped = shape04(data, path)
@@ -55,11 +51,8 @@ def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
 
 
 def check_local_runtimes(config: Any, path: Path, prefix: tuple[str, ...] = ()) -> None:
-    """Refuse a seat whose runtime is remote: training episodes run on this machine.
-
-    The worker's own guard at setup; construction refuses the same (and remote tool server
-    and config runtimes) from the description, on the trainer side, with every other seat
-    problem (:mod:`miles_verifiers.trainer.seats`)."""
+    """Refuse a seat whose runtime is remote: the worker's own guard at setup (construction
+    refuses the same from the description, with every other seat problem)."""
     from verifiers.v1.env import agent_config_fields
     from verifiers.v1.runtimes import runtime_is_local
 
@@ -84,9 +77,8 @@ def describe_runtime04(runtime: Any) -> RuntimeDescription:
 
 
 def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
-    """Each seat's ``trainable`` after the environment's ``setup()``, where 0.4 environments
-    set it (a judge or a user simulator marks itself untrainable); None when setup() cannot run
-    on agents built from the config alone."""
+    """Each seat's ``trainable`` after the environment's ``setup()`` (a judge or a user simulator
+    marks itself untrainable there); None when setup() needs more than the config."""
     import verifiers.v1 as vf
     from verifiers.v1.configs.agent import resolve_agent
     from verifiers.v1.env import agent_config_fields
@@ -106,8 +98,7 @@ def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
 
 
 def runs_per_episode04(environment: Any) -> int | None:
-    """How many traces one episode gives each seat, for the environment types known to fix it:
-    Verifiers' best-of-n (its ``n``) and the single-agent environment (one); None otherwise."""
+    """Traces one episode gives each seat, where the environment type fixes it, else None."""
     from verifiers.v1.envs.best_of_n import BestOfNEnv
     from verifiers.v1.envs.single_agent.env import SingleAgentEnv
 
@@ -158,9 +149,8 @@ def _config_nodes(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str,
 
 
 def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRuntimeDescription]:
-    """The tool servers that run in a runtime of their own (per task, or shared by the
-    taskset), and every other runtime the config names outside the seats. A server with a
-    ``url`` is external and one ``colocated`` shares its seat's runtime: neither is listed."""
+    """The tool servers with a runtime of their own (not external by ``url``, nor ``colocated``
+    in their seat's), and every other runtime the config names outside the seats."""
     from typing import get_args
 
     from verifiers.v1.env import agent_config_fields
@@ -192,7 +182,7 @@ def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRu
             ServiceRuntimeDescription(
                 role="toolset",
                 name=type(server).__name__,
-                key=None if path is None else "[" + ".".join((*path, "runtime")) + "]",
+                key=None if path is None else table(path, "runtime"),
                 runtime=describe_runtime04(runtime),
             )
         )
@@ -203,7 +193,7 @@ def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRu
                 ServiceRuntimeDescription(
                     role="config",
                     name=".".join(path),
-                    key="[" + ".".join(path) + "]",
+                    key=table(path),
                     runtime=describe_runtime04(node),
                 )
             )
@@ -211,10 +201,8 @@ def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRu
 
 
 def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -> Loaded04:
-    """The validated config, its environment and its tasks (in taskset order).
-
-    ``check_runtimes`` False leaves the seats' runtimes to the caller: the describe step
-    reports them, and construction refuses a remote one with the other seat problems."""
+    """The validated config, its environment and its tasks (in taskset order); with
+    ``check_runtimes`` False the describe step reports the seats' runtimes instead."""
     import verifiers.v1 as vf
 
     path = Path(config_path)
@@ -243,7 +231,7 @@ def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -
             fix=f"check the options in {table(shaped.prefix, 'taskset')} (num_tasks, split, "
             "filters).",
         )
-    return Loaded04(config, environment, tasks, shaped.notes)
+    return Loaded04(config, environment, tasks, shaped)
 
 
 def renderer_config04(identity: str | None) -> Any:
@@ -259,10 +247,8 @@ def renderer_config04(identity: str | None) -> Any:
 
 
 def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | None:
-    """Build the renderer the episodes' ``TrainClient`` will and render one user turn with it;
-    the tokenizer's ``len`` (None when it has none). A model Renderers has no renderer for
-    falls back on its tokenizer's chat template, and a checkpoint without one would fail every
-    request of every episode: refused here instead, naming the flags."""
+    """Render one user turn with the renderer the episodes will build, refusing one that cannot
+    (a checkpoint without a chat template would fail every request); the tokenizer's ``len``."""
     import json
 
     from renderers import create_renderer
@@ -303,13 +289,6 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
         return None
 
 
-def config_prefix04(request: DescribeRequest) -> tuple[str, ...]:
-    """The tables the environment sits under in the request's file (``("env",)`` in a vf-eval
-    file), for the trainer to name the seats' keys as written."""
-    path = Path(request.config_path)
-    return shape04(parse_config_text(request.config_text, path), path).prefix
-
-
 def describe04(request: DescribeRequest) -> Description:
     """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
     from miles_verifiers.episodes.content import check_task_prompts
@@ -318,12 +297,9 @@ def describe04(request: DescribeRequest) -> Description:
     from miles_verifiers.protocol.versions import process_versions
     from miles_verifiers.versions import WORKER_VERSIONS_04, require_supported_versions
 
-    # The worker's own Verifiers is the one that runs the episodes: check it first.
-    require_supported_versions(WORKER_VERSIONS_04)
-    # Seat runtimes are described, not refused here: construction refuses every seat problem.
+    require_supported_versions(WORKER_VERSIONS_04)  # the Verifiers that runs the episodes
     loaded = load04(request.config_path, request.config_text, check_runtimes=False)
-    # What the seats' harnesses run on this machine (uv, a package index), before any episode.
-    check_harness_needs04(loaded.config, Path(request.config_path), tuple(config_prefix04(request)))
+    check_harness_needs04(loaded.config, Path(request.config_path), loaded.shaped.prefix)
     check_task_prompts(loaded.tasks)
     identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
     renderer = request.renderer
@@ -338,6 +314,6 @@ def describe04(request: DescribeRequest) -> Description:
         env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
         seats=describe_seats04(loaded.environment, loaded.config),
         service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
-        config_notes=list(loaded.notes),
-        config_prefix=list(config_prefix04(request)),
+        config_notes=list(loaded.shaped.notes),
+        config_prefix=list(loaded.shaped.prefix),
     )

@@ -1,15 +1,10 @@
 """A Verifiers 0.4 config file as users write it, and what to tell them when it is refused.
 
-Two shapes are accepted. The environment config itself (``[taskset]``, a table per seat, ...),
-and the file ``vf-eval`` reads, which holds that same config under ``[env]`` beside the eval
-run's own settings (the model, its endpoint, sampling, rollouts per task, task selection, the
-output directory). Those run settings are Miles' to decide, through its flags: they are set
-aside, each with a note naming the flag that decides it instead. Nothing of them reaches the
-environment.
-
-When Verifiers refuses the config, each of its complaints is put in the user's terms: the
-table or key as written in the file (``[env.agent]`` in a vf-eval file), and a fix for that
-complaint (a seat-name typo gets the seat names, a 0.2-style key gets the table it moved to).
+Two shapes are accepted: the environment config itself, and the file ``vf-eval`` reads, which
+holds it under ``[env]`` beside the eval run's own settings; those are Miles' to decide, through
+its flags, and are set aside with a note naming the flag. A refusal names each of Verifiers'
+complaints in the file's terms (``[env.agent]``), with a fix for it (a seat-name typo gets the
+seat names, a 0.2-style key the table it moved to).
 """
 
 from __future__ import annotations
@@ -22,48 +17,23 @@ from typing import Any
 
 from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError
 
-# vf-eval's own settings (its EvalConfig's fields and their short aliases), and what decides
-# each in a Miles run.
-_MODEL = "Miles trains the model --hf-checkpoint names"
-_CLIENT = "the episodes reach the engines Miles runs (miles-verifiers rollout: --engine-url)"
-_SAMPLING = (
-    "sampling comes from Miles' --rollout-temperature, --rollout-top-p, --rollout-top-k and "
-    "--rollout-max-response-len (--eval-* in evaluation)"
-)
-_ROLLOUTS = (
-    "rollouts per task are --n-samples-per-prompt (--n-samples-per-eval-prompt in evaluation)"
-)
-_CONCURRENCY = (
-    "episodes in flight follow --sglang-server-concurrency and MILES_VERIFIERS_EPISODE_WORKERS"
-)
-_SELECT = (
-    "Miles trains and evaluates every task of the taskset, in its own order (--rollout-shuffle, "
-    "--rollout-seed); size the taskset in [env.taskset] instead"
-)
-_BOOKKEEPING = "vf-eval's own run bookkeeping; a Miles run keeps its own outputs and logs"
-VF_EVAL_RUN_KEYS: dict[str, str] = {
-    "model": _MODEL,
-    "m": _MODEL,
-    "client": _CLIENT,
-    "sampling": _SAMPLING,
-    "num_rollouts": _ROLLOUTS,
-    "group_size": _ROLLOUTS,
-    "rollouts_per_example": _ROLLOUTS,
-    "r": _ROLLOUTS,
-    "max_concurrent": _CONCURRENCY,
-    "c": _CONCURRENCY,
-    "select": _SELECT,
-    "run": _BOOKKEEPING,
-    "output_dir": _BOOKKEEPING,
-    "o": _BOOKKEEPING,
-    "push": _BOOKKEEPING,
-    "rich": _BOOKKEEPING,
-    "verbose": _BOOKKEEPING,
-    "v": _BOOKKEEPING,
-    "dry_run": _BOOKKEEPING,
-    "clean": _BOOKKEEPING,
-    "resume": _BOOKKEEPING,
+# What decides each of vf-eval's own settings in a Miles run, by the space-separated names
+# (fields and short aliases) of its EvalConfig.
+_RUN_KEYS = {
+    "model m": "Miles trains the model --hf-checkpoint names",
+    "client": "the episodes reach the engines Miles runs (miles-verifiers rollout: --engine-url)",
+    "sampling": "sampling comes from Miles' --rollout-temperature, --rollout-top-p, "
+    "--rollout-top-k and --rollout-max-response-len (--eval-* in evaluation)",
+    "num_rollouts group_size rollouts_per_example r": "rollouts per task are "
+    "--n-samples-per-prompt (--n-samples-per-eval-prompt in evaluation)",
+    "max_concurrent c": "episodes in flight follow --sglang-server-concurrency and "
+    "MILES_VERIFIERS_EPISODE_WORKERS",
+    "select": "Miles trains and evaluates every task of the taskset, in its own order "
+    "(--rollout-shuffle, --rollout-seed); size the taskset in [env.taskset] instead",
+    "run output_dir o push rich verbose v dry_run clean resume": "vf-eval's own run "
+    "bookkeeping; a Miles run keeps its own outputs and logs",
 }
+VF_EVAL_RUN_KEYS = {key: why for keys, why in _RUN_KEYS.items() for key in keys.split()}
 ENV_TABLE = "env"
 
 
@@ -144,10 +114,8 @@ def _model_at(cls: Any, loc: Sequence[str]) -> Any:
 
 def seat_names(cls: Any) -> list[str]:
     """The seats (agent tables) of an environment's config class, in declaration order."""
-    try:
-        from verifiers.v1.configs.agent import AgentConfig
-    except ImportError:  # pragma: no cover - the worker has 0.4 installed
-        return []
+    from verifiers.v1.configs.agent import AgentConfig
+
     return [
         name
         for name, field in _model_fields(cls).items()

@@ -1,21 +1,11 @@
-"""The episode worker for Verifiers 0.4 (the Env / slots / run_slot V1 API).
+"""The episode worker's generation for Verifiers 0.4 (the Env / slots / run_slot V1 API).
 
-The worker's handler (:mod:`.worker`) answers the protocol and holds the calls; it
-uses this generation when the worker's Verifiers is 0.3 or newer. A group of ``n`` rollouts is ``n``
-slots of one task (``env.slots(task, n)``), each an independent episode run by
-``env.run_slot`` with its own model context, so every rollout gets its own sampling seed
-without any private hook. The model client is Verifiers' own ``TrainClient``, built by the
-interception server from a ``TrainClientConfig``; its engine connection is the call's SGLang
-transport (exact token ids and log-probs, this worker's rid prefix for aborts), put there
-through the one non-public seam listed in :mod:`miles_verifiers.episodes.v04.upstream`.
-
-Only the traces of trainable agents become records; a rollout must yield exactly one. A rollout
-with several stops the call (tagged as a request the adapter cannot serve: every episode would
-do the same). Each slot is judged on its own, by Verifiers' stamps: a record carries its
-episode's verdict (``episode_error``: a failed untrainable seat, named; an env hook; the
-deadline; a reward left unscored), so training drops the group (``episode_error`` /
-``episode_timeout``) while evaluation fails that rollout's entry only. A slot that yields no
-trainable trace fails the group as a whole, with a named error type.
+A group of ``n`` rollouts is ``n`` slots of one task, each an independent episode with its own
+model context (so its own sampling seed). The model client is Verifiers' own ``TrainClient``,
+reaching the call's SGLang transport through the seam in :mod:`.upstream`. Only trainable
+agents' traces become records, exactly one per rollout. Each slot is judged by Verifiers' own
+stamps: its record carries the episode's verdict (``episode_error``), so training drops the group
+while evaluation fails that rollout only; a slot with no trainable trace fails the group.
 """
 
 from __future__ import annotations
@@ -43,8 +33,8 @@ from miles_verifiers.protocol.messages import (
 )
 from miles_verifiers.protocol.records import TraceRecord
 
-# The API key variable the TrainClientConfig names: none is needed (the transport talks to
-# SGLang), and naming Verifiers' default would make it read the Prime CLI's config.
+# The TrainClientConfig's API key variable: none is needed, and Verifiers' default would make it
+# read the Prime CLI's config.
 API_KEY_VAR = "MILES_VERIFIERS_NO_API_KEY"
 
 # Error types of a group failed for a reason of this worker's (the trainer shows them).
@@ -75,21 +65,6 @@ class SlotsRun:
     traces: tuple[TraceRecord, ...]
     failure: str | None = None
     error: EpisodeErrorRecord | None = None
-
-
-def build04(setup: WorkerSetup) -> Built04:
-    """Load the environment and its tasks the way the describe step did."""
-    import verifiers.v1 as vf
-
-    loaded = load04(setup.config_path, setup.config_text)
-    check_task_count(setup, len(loaded.tasks))
-    config = loaded.config
-    return Built04(
-        setup,
-        loaded,
-        EnvironmentPool(lambda: vf.load_environment(config), first=loaded.environment),
-        CleanupLimits(**setup.cleanup.model_dump()),
-    )
 
 
 def client_config04(setup: WorkerSetup, base_url: str) -> Any:
@@ -135,17 +110,13 @@ def _trainable(trace: Any) -> bool:
     return bool(getattr(trace.agent, "trainable", True))
 
 
-def _seat(trace: Any) -> str | None:
-    return getattr(getattr(trace, "agent", None), "name", None)
-
-
 def episode_verdict(episode: Any) -> EpisodeErrorRecord | None:
-    """Why Verifiers judged ``episode`` not ok, read from its stamps (None when it is ok).
+    """Why Verifiers judged ``episode`` not ok (None when it is ok, or when only the trainable
+    trace failed: its own verdict speaks).
 
-    The episode's ``ok`` decides, never its error list: an episode that recovered under
-    ``[retries]`` keeps the failed attempts' errors and is ok. A failed untrainable seat (a user
-    simulator, a judge) is named, since the trainable trace it cut short may itself be ok. When
-    only the trainable trace failed, that trace's own verdict speaks (None here)."""
+    ``ok`` decides, never the error list: an episode that recovered under ``[retries]`` keeps
+    the failed attempts' errors. A failed untrainable seat (a user simulator, a judge) is named.
+    """
     if episode.ok:
         return None
     timeout = bool(getattr(episode, "is_timeout", False))
@@ -159,7 +130,7 @@ def episode_verdict(episode: Any) -> EpisodeErrorRecord | None:
             if error is not None
             else f"its trace stopped as {trace.stop_condition!r} and is not ok"
         )
-        seat = _seat(trace)
+        seat = getattr(getattr(trace, "agent", None), "name", None)
         return _error(kind, f"seat {seat!r} failed: {cause}", seat=seat, timeout=timeout)
     if any(not t.ok for t in episode.traces):
         return None
@@ -217,9 +188,8 @@ def _late_verdict(slot: int, late: LateSlot) -> EpisodeErrorRecord:
 
 
 def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRun:
-    """The records of the group's slots (an episode, or a :class:`LateSlot`, per slot), each
-    carrying its own episode's verdict, and, when a slot yields no trace to train or judge,
-    why (see the module docstring)."""
+    """The records of the group's slots (an episode or a :class:`LateSlot` each), each with its
+    episode's verdict, and why the group fails when a slot yields no trainable trace."""
     records: list[TraceRecord] = []
     # Why the first slot that yielded no trainable trace failed (the group fails with it).
     missing: EpisodeErrorRecord | None = None
@@ -269,9 +239,8 @@ async def run_slots(
 ) -> SlotsRun:
     """``len(contexts)`` independent episodes of ``task``, slot ``k`` with ``contexts[k]``.
 
-    Never raises for the episodes' own failures: each slot is judged on its own, so a slot
-    still running at the deadline is cancelled and its reached traces carry the timeout while
-    the slots that finished keep their own verdicts. Cancellation propagates."""
+    Never raises for the episodes' own failures: a slot still running at the deadline is
+    cancelled and its reached traces carry the timeout; finished slots keep their verdicts."""
     slots = environment.slots(task, len(contexts))
     runs = [
         asyncio.ensure_future(environment.run_slot(slot, context, semaphore))
@@ -298,14 +267,24 @@ async def run_slots(
 
 
 class Generation04:
-    """Verifiers 0.4: slots of one task per group, Verifiers' own ``TrainClient`` reaching
-    the call's transport through the interception seam (see the module docstring)."""
+    """Verifiers 0.4's generation (see the module docstring)."""
 
     def __init__(self) -> None:
         self._loans: TransportLoans | None = None
 
     def build(self, setup: WorkerSetup) -> Built04:
-        return build04(setup)
+        """Load the environment and its tasks the way the describe step did."""
+        import verifiers.v1 as vf
+
+        loaded = load04(setup.config_path, setup.config_text)
+        check_task_count(setup, len(loaded.tasks))
+        config = loaded.config
+        return Built04(
+            setup,
+            loaded,
+            EnvironmentPool(lambda: vf.load_environment(config), first=loaded.environment),
+            CleanupLimits(**setup.cleanup.model_dump()),
+        )
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
         return describe04(request)

@@ -1,28 +1,13 @@
 """What a Verifiers 0.4 seat's harness needs on the worker's machine, checked before any episode.
 
-Verifiers 0.4's stock harnesses (``null``, ``bash``, ``mini-swe-agent``, ``terminus-2``, the ACP
-harnesses, ...) do not run their agent in the worker's interpreter: a seat's ``setup`` prepares
-a PEP 723 script with ``uv`` in the seat's runtime (``Runtime.prepare_uv_script``: ``uv sync
---script``, which resolves the script's dependencies against a package index, then ``uv python
-find --script``), and every rollout runs that script. In the host ``subprocess`` runtime that
-means, on the worker's machine:
-
-- ``uv`` on the workers' ``PATH`` (the worker venv's ``bin`` comes first, see
-  :mod:`miles_verifiers.protocol.worker_path`): without it Verifiers tries to fetch ``uv`` itself and
-  every episode fails at setup;
-- the package index ``uv`` is configured with, answering when a worker prepares the script (once
-  per worker process). Verifiers runs that step with ``UV_OFFLINE=false`` and an index's simple
-  pages are revalidated on every resolution, so a warm ``uv`` cache makes it fast but does not
-  make it work without an index.
-
-This module finds the seats whose harness prepares such a script (the harness class, or a class
-it inherits from, calls ``prepare_uv_script`` / ``run_uv_script`` / ``launch_chat_program``), in
-a ``subprocess`` runtime (a container runtime runs ``uv`` in its own image), and checks both
-needs in the worker's own interpreter, in bounded time: ``uv`` found and able to run scripts,
-then ``uv pip compile`` of the dependencies of Verifiers' chat program (the ``null``/``bash``
-harnesses' script), with the seat harness's own environment, as a probe of the index. A failing
-check raises a :class:`~miles_verifiers.episodes.v02.config.ConfigError` naming the seat, the
-harness, what is missing and the fix.
+Verifiers 0.4's stock harnesses run their agent as a PEP 723 script that the seat's ``setup``
+prepares with ``uv`` (``uv sync --script``, resolving its dependencies against a package index).
+In the host ``subprocess`` runtime that needs ``uv`` on the workers' ``PATH`` (without it
+Verifiers fetches ``uv`` itself and every episode fails at setup) and a reachable index: the step
+runs with ``UV_OFFLINE=false``, so a warm ``uv`` cache does not stand in for one. Both are checked
+in bounded time, in the worker's own interpreter, for the seats whose harness class (or a base
+short of ``Harness``) calls one of :data:`UV_SCRIPT_CALLS`: ``uv`` able to sync scripts, then
+``uv pip compile`` of Verifiers' chat program's dependencies as a probe of the index.
 """
 
 from __future__ import annotations
@@ -58,17 +43,13 @@ class UvSeat:
 
     seat: str
     harness: str
-    harness_key: str
-    """Where the harness is chosen: the seat's ``[...harness]`` table, or the taskset's default."""
-    harness_table: str
-    """The seat's harness table as the file spells it (``[agent.harness]``)."""
-    env: Mapping[str, str]
-    """The harness's own environment (``resolved_env``), which Verifiers hands to uv."""
+    harness_key: str  # where the harness is chosen: the seat's table, or the taskset's default
+    harness_table: str  # the seat's harness table as the file spells it ([agent.harness])
+    env: Mapping[str, str]  # the harness's own environment, which Verifiers hands to uv
 
 
 def prepares_uv_script(harness_type: type) -> bool:
-    """Whether the harness class (or a class it inherits from, short of Verifiers' base
-    ``Harness``) calls one of :data:`UV_SCRIPT_CALLS`."""
+    """Whether the harness class (or a base short of ``Harness``) calls a UV_SCRIPT_CALLS name."""
     from verifiers.v1.harness import Harness
 
     for klass in harness_type.__mro__:
@@ -133,31 +114,26 @@ def _last_line(text: str) -> str:
     return " / ".join(lines[-3:])[-400:] if lines else "no output"
 
 
-def _where(path: Path) -> str:
-    return f"{CONFIG_ENV_VAR} file {path}"
-
-
-def _pip_fix() -> str:
-    return f"{sys.executable} -m pip install uv"
-
-
-def find_uv(environ: Mapping[str, str]) -> str | None:
-    return shutil.which("uv", path=environ.get("PATH", os.defpath))
+def _where(seat: UvSeat, path: Path) -> str:
+    return (
+        f"{CONFIG_ENV_VAR} file {path}: the {seat.seat!r} seat's harness {seat.harness!r} "
+        f"({seat.harness_key})"
+    )
 
 
 def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> str:
     """The ``uv`` the seat's harness would run; refuses a missing one or one too old for
     scripts."""
-    where = f"the {seat.seat!r} seat's harness {seat.harness!r} ({seat.harness_key})"
-    uv = find_uv(environ)
+    where = _where(seat, path)
+    uv = shutil.which("uv", path=environ.get("PATH", os.defpath))
     if uv is None:
         first = environ.get("PATH", "").split(os.pathsep)[0]
         raise ConfigError(
-            f"{_where(path)}: {where} runs its program as a uv script, and there is no `uv` on "
+            f"{where} runs its program as a uv script, and there is no `uv` on "
             f"the episode workers' PATH (its first entry: {first}); Verifiers would try to "
             "download uv in every episode and the episodes would fail.",
             field=seat.harness_key,
-            fix=f"install uv into the worker venv: {_pip_fix()}",
+            fix=f"install uv into the worker venv: {sys.executable} -m pip install uv",
         )
     try:
         done = subprocess.run(
@@ -172,10 +148,11 @@ def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> st
         usable = False
     if not usable:
         raise ConfigError(
-            f"{_where(path)}: {where} runs its program as a uv script, and the `uv` the episode "
+            f"{where} runs its program as a uv script, and the `uv` the episode "
             f"workers find ({uv}) cannot sync scripts (too old, or it does not run).",
             field=seat.harness_key,
-            fix=f"install a current uv into the worker venv: {_pip_fix()} --upgrade",
+            fix="install a current uv into the worker venv: "
+            f"{sys.executable} -m pip install uv --upgrade",
         )
     return uv
 
@@ -185,7 +162,7 @@ def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -
     the harness's environment on top), in bounded time; refuse when uv cannot."""
     env = {**environ, **seat.env, "UV_OFFLINE": "false"}
     env.setdefault("UV_HTTP_TIMEOUT", INDEX_HTTP_TIMEOUT_S)
-    where = f"the {seat.seat!r} seat's harness {seat.harness!r} ({seat.harness_key})"
+    where = _where(seat, path)
     command = [
         uv, "pip", "compile", "-", "--no-config", "--quiet", "--no-header", "--no-annotate",
         "--python", sys.executable,
@@ -209,7 +186,7 @@ def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -
         return
     index = env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or "PyPI (uv's default)"
     raise ConfigError(
-        f"{_where(path)}: {where} prepares its program with uv in each episode worker, which "
+        f"{where} prepares its program with uv in each episode worker, which "
         f"resolves the program's dependencies against a package index, and uv could not reach "
         f"it from the workers (index: {index}; uv said: {problem}). A warm uv cache does not "
         "stand in for the index: Verifiers prepares the script with UV_OFFLINE=false.",
@@ -228,9 +205,8 @@ def check_harness_needs04(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Refuse, before any episode, a seat whose harness cannot prepare its program on the
-    worker: no ``uv`` on the workers' ``PATH``, or no package index for it (see the module
-    text). ``environ`` is the workers' environment (this process's by default: the describe
+    """Refuse a seat whose harness cannot prepare its program on the worker (no ``uv``, or no
+    index); ``environ`` is the workers' environment (by default this process's, as the describe
     step runs with the workers' ``PATH``)."""
     seats = uv_seats(config, prefix)
     if not seats:

@@ -1,12 +1,7 @@
-"""A Verifiers 0.4 trace as the protocol's :class:`TraceRecord` (worker side).
-
-The record is the one the 0.2.0 worker sends, so the trainer reads both alike. What moved in
-0.4 is translated here: a branch's turn count is its sampled nodes (``Branch.num_turns`` is
-gone), a reward is a ``Reward(score, weight)`` or ``None`` (unscored), and the latest error is
-``last_error``. Verifiers' verdicts travel as it stamped them: ``ok`` (success is the stamp,
-never an empty error list: a trace that recovered under retries keeps the failed attempts'
-errors and is ok) and ``is_timeout``. A trace that is not ok without a recorded error still
-gets one, so the trainer can name why.
+"""A Verifiers 0.4 trace as the protocol's :class:`TraceRecord` (worker side), the record the 0.2
+worker sends. A branch's turn count is its sampled nodes, an unscored reward is None, and the
+stamps travel as Verifiers set them: ``ok`` (never an empty error list: a trace that recovered
+under retries keeps its errors) and ``is_timeout``; a trace not ok without an error gets one.
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ def error_record(trace: Any) -> ErrorRecord | None:
 def trace_record04(
     trace: Any, prefix_cache: Callable[[str], Any] | None = None, *, rollout: int | None = None
 ) -> TraceRecord:
-    """The record of a 0.4 trace of rollout ``rollout``; ``prefix_cache`` looks up the engine's
-    cache usage."""
+    """The record of a 0.4 trace; ``prefix_cache`` looks up the engine's cache usage."""
     error = error_record(trace)
     ok = bool(trace.ok)
     node_ids = trace_node_ids(trace)

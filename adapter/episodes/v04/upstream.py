@@ -1,24 +1,14 @@
-"""Every non-public piece of Verifiers 0.4 the episode worker relies on, in one module.
-
-Like :mod:`miles_verifiers.episodes.v02.upstream` (the 0.2.0 list), no other module touches these; each
-entry has a test in ``tests/workers/test_upstream04.py``, run by a worker interpreter with 0.4.0
-(``tox -e verifiers04``).
-Upstream imports happen inside the functions.
+"""Every non-public piece of Verifiers 0.4 the episode worker relies on, in one module; each has
+a test in ``tests/workers/test_upstream04.py``. Upstream imports happen inside the functions.
 
 verifiers 0.4.0
 ---------------
-1. ``verifiers.v1.interception.server.resolve_client``: the module attribute the interception
-   server calls (``InterceptionServer._client``) to build the one client per distinct client
-   config it serves. 0.4 builds the ``TrainClient`` itself from a ``TrainClientConfig`` (an
-   ``AsyncOpenAI`` at ``base_url``), so there is no public way to hand it our SGLang
-   transport. The attribute is wrapped: a config whose ``base_url`` a :class:`TransportLoans`
-   knows gets a ``TrainClient`` whose ``client`` attribute (2) is that call's transport; any
-   other config is built as before. Without it the episodes would post to the marker address
-   (a closed loopback port) and fail with connection errors.
-   -> :func:`install_transport_hook`
-2. ``TrainClient.client``: the object ``renderers.client.generate`` is given as the
-   ``AsyncOpenAI`` (the same surface as in 0.2.0, see ``upstream`` entry 9).
-   -> :func:`install_transport_hook`
+1. ``verifiers.v1.interception.server.resolve_client``, which the interception server calls to
+   build the ``TrainClient`` of each client config (an ``AsyncOpenAI`` at ``base_url``): there is
+   no public way to hand it our SGLang transport. The wrapper gives a config whose ``base_url`` a
+   :class:`TransportLoans` knows that call's transport as the client's ``client`` (2); without
+   it the episodes would post to the marker address and fail. -> :func:`install_transport_hook`
+2. ``TrainClient.client``: what ``renderers.client.generate`` posts through (the 0.2.0 surface).
 """
 
 from __future__ import annotations
@@ -41,9 +31,8 @@ class CallEndedError(RolloutCallError, RuntimeError):
 
 
 class LentTransport:
-    """A call's transport as a ``TrainClient`` holds it: closing the client (the interception
-    server does, when serving ends) must not close the transport the call still aborts with,
-    and once the call ends nothing new is sent."""
+    """A call's transport as a ``TrainClient`` holds it: closing the client does not close the
+    transport (the call still aborts with it), and once the call ends nothing new is sent."""
 
     def __init__(self, transport: Any) -> None:
         self._transport = transport
@@ -110,8 +99,8 @@ def _hooked(original: Callable[[Any], Any], loans: TransportLoans) -> Callable[[
 
 
 def install_transport_hook(loans: TransportLoans) -> TransportLoans:
-    """Wrap the interception server's ``resolve_client`` once per process; return the loans
-    the installed hook reads (the first installer's: one worker process, one handler)."""
+    """Wrap the interception server's ``resolve_client`` once per process; the loans the
+    installed hook reads (the first installer's)."""
     from verifiers.v1.interception import server
 
     current = server.resolve_client
