@@ -30,8 +30,7 @@ from miles_verifiers.cli.environment import use_fixture_tokenizers, verifiers_co
 from miles_verifiers.cli.loading import construct_rollout_function, load_rollout_function
 from miles_verifiers.cli.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers.cli.schedule import plan_calls
-from miles_verifiers.engine.routers import RUST_ROUTER_SAMPLING_KEYS, RouterKind
-from miles_verifiers.engine.sampling import SGLANG_SAMPLING_KEYS
+from miles_verifiers.engine.routers import RUST_ROUTER_DROPPED_KEYS, RouterKind
 from miles_verifiers.protocol.versions import version_line
 from miles_verifiers.trainer.contract.compat import contract
 from miles_verifiers.trainer.options import MilesOptions
@@ -112,7 +111,7 @@ def _batch_line(options: MilesOptions) -> str:
 def _router_line(options: MilesOptions) -> str:
     router = RouterKind.for_miles(options.use_miles_router)
     if router is RouterKind.SGLANG_ROUTER:
-        dropped = sorted(SGLANG_SAMPLING_KEYS - RUST_ROUTER_SAMPLING_KEYS)
+        dropped = sorted(RUST_ROUTER_DROPPED_KEYS)
         return (
             f"{router.value} (Rust); it drops the sampling keys {', '.join(dropped)} "
             "(none configured here)"

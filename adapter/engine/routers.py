@@ -20,28 +20,16 @@ class RouterKind(enum.StrEnum):
         return cls.PASS_THROUGH if use_miles_router else cls.SGLANG_ROUTER
 
 
-# The sampling keys sglang-router 0.3.x keeps when it re-serialises /generate.
-RUST_ROUTER_SAMPLING_KEYS: frozenset[str] = frozenset(
+# The SGLang sampling keys (:mod:`.sampling`) that sglang-router 0.3.x drops when it
+# re-serialises /generate; it keeps the other nineteen.
+RUST_ROUTER_DROPPED_KEYS: frozenset[str] = frozenset(
     {
-        "temperature",
-        "max_new_tokens",
-        "top_p",
-        "top_k",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "stop",
-        "ignore_eos",
-        "skip_special_tokens",
-        "json_schema",
-        "regex",
-        "ebnf",
-        "min_p",
-        "min_new_tokens",
-        "stop_token_ids",
-        "no_stop_trim",
-        "n",
-        "sampling_seed",
+        "stop_regex",
+        "structural_tag",
+        "spaces_between_special_tokens",
+        "custom_params",
+        "stream_interval",
+        "logit_bias",
     }
 )
 
@@ -50,4 +38,4 @@ def keys_dropped_by_router(sglang_keys: Iterable[str], router: RouterKind) -> tu
     """The SGLang sampling keys in ``sglang_keys`` that ``router`` would silently drop, sorted."""
     if router is not RouterKind.SGLANG_ROUTER:
         return ()
-    return tuple(sorted({key for key in sglang_keys if key not in RUST_ROUTER_SAMPLING_KEYS}))
+    return tuple(sorted({key for key in sglang_keys if key in RUST_ROUTER_DROPPED_KEYS}))

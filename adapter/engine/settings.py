@@ -97,19 +97,14 @@ class TransportSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    engine_url: str | Callable[[], str] = Field(
-        description="Base URL of the SGLang router or engine, e.g. http://10.0.0.1:30000, or a "
-        "zero-argument callable returning it (evaluated on every request)."
-    )
+    # The SGLang router's or engine's base URL, or a callable evaluated on every request.
+    engine_url: str | Callable[[], str]
     max_response_len: PositiveInt
     context_len: PositiveInt | None = None
     max_prompt_len: PositiveInt | None = None
     served_model_names: tuple[str, ...] = ()
-    vocab_size: PositiveInt | None = Field(
-        None,
-        description="Token ids the renderer's tokenizer knows (len(tokenizer)); an engine "
-        "answer with an id at or above it is refused. None skips that check.",
-    )
+    # len(tokenizer): an engine answer with a token id at or above it is refused (None: unchecked).
+    vocab_size: PositiveInt | None = None
     stop_token_ids: tuple[Annotated[int, Field(ge=0)], ...] = ()
     stop: tuple[str, ...] = ()
     no_stop_trim: bool = True
@@ -122,22 +117,11 @@ class TransportSettings(BaseModel):
     timeouts: TimeoutPolicy = TimeoutPolicy()
     retry: RetryPolicy = RetryPolicy()
     max_connections: PositiveInt = 512
-    router: RouterKind = Field(
-        RouterKind.PASS_THROUGH,
-        description="What sits in front of the engines; with the Rust sglang-router, sampling "
-        "keys it drops are warned about once.",
-    )
-    probe_engine_limits: bool = Field(
-        False,
-        description="Read the engine's prompt limit and context length from GET /server_info "
-        "once per transport, and keep every request inside them.",
-    )
+    router: RouterKind = RouterKind.PASS_THROUGH  # the Rust one's dropped keys are warned about
+    # Read the engine's limits from GET /server_info once per transport, keep requests inside.
+    probe_engine_limits: bool = False
     session_cache_size: PositiveInt = 10_000
-    rid_prefix: str | None = Field(
-        None,
-        description="Prefix of every SGLang rid this transport sends; letters, digits and '_' "
-        "only. None draws a fresh random one per transport.",
-    )
+    rid_prefix: str | None = None  # of every rid sent; None: a random one per transport
 
     @field_validator("engine_url")
     @classmethod
