@@ -76,7 +76,8 @@ class SideBySide:
 async def _side_by_side(
     url: str, prompts: list[tuple[int, ...]], requests: int, concurrency: int, rotation: int
 ) -> SideBySide:
-    from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+    from miles_verifiers.engine.settings import TransportSettings
+    from miles_verifiers.episodes.transport import SGLangTransport
     from miles_verifiers.episodes.transport.request import build_generate_call
 
     settings = TransportSettings(

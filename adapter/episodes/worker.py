@@ -222,7 +222,7 @@ def generation_for(verifiers_version: str | None) -> Generation:
 def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
     """One call's transport settings: the trainer's template for its mode, with the engine
     address and this worker's rid prefix."""
-    from miles_verifiers.episodes.transport import TransportSettings
+    from miles_verifiers.engine.settings import TransportSettings
 
     template = setup.transport.get(start.mode)
     if template is None:

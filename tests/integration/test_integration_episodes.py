@@ -26,7 +26,8 @@ import verifiers.v1 as vf
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 from miles_verifiers.episodes.v02.clients import shared_renderer_pool
 from miles_verifiers.protocol.messages import RendererSpecModel
 from miles_verifiers_testkit.engine import FaultKind, FaultPlan, PolicyConfig

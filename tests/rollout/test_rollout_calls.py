@@ -284,7 +284,7 @@ def test_a_dict_reward_model_without_a_reward_key_fails_naming_the_flag_to_set(
 def test_an_engine_serving_another_model_is_refused_before_any_generate_request(
     rollouts: Rollouts, rollout_input: Any
 ) -> None:
-    from miles_verifiers.episodes.transport import EngineModelMismatchError
+    from miles_verifiers.engine.identity import EngineModelMismatchError
     from miles_verifiers_testkit.engine import EngineConfig, LoopbackEngine, serve_engine
 
     other = "meta-llama/Llama-3.2-1B-Instruct"

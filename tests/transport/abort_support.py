@@ -9,7 +9,8 @@ from typing import Any
 from verifiers.v1.clients.train import TrainClient
 from verifiers.v1.errors import ProviderError
 
-from miles_verifiers.episodes.transport import AbortReport, SGLangTransport
+from miles_verifiers.engine.workers import AbortReport
+from miles_verifiers.episodes.transport import SGLangTransport
 
 POLL_S = 0.01
 

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 from miles_verifiers_testkit.tokenizers import build_all, offline_environ
 
 # The repository conftest puts the offline tokenizer environment in place for the whole run;

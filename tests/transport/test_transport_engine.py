@@ -15,7 +15,8 @@ from verifiers.v1.dialects import ChatDialect
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.types import Response, SamplingConfig
 
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 from miles_verifiers_testkit.engine import EngineConfig, FaultPlan, LatencyModel, serve_engine
 from miles_verifiers_testkit.engine.server import RunningEngine
 from tests.transport.abort_support import abort_mid_turn

@@ -13,11 +13,11 @@ import openai
 import pytest
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers.episodes.transport import (
+from miles_verifiers.engine.settings import EngineAddressError
+from miles_verifiers.episodes.transport import SGLangTransport
+from miles_verifiers.episodes.transport.errors import (
     EngineAbortedError,
-    EngineAddressError,
     MalformedEngineResponseError,
-    SGLangTransport,
 )
 
 T = TypeVar("T")

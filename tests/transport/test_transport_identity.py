@@ -7,8 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from miles_verifiers.engine.identity import check_served_model, model_key
-from miles_verifiers.episodes.transport import EngineModelMismatchError
+from miles_verifiers.engine.identity import EngineModelMismatchError, check_served_model, model_key
 
 URL = "http://engine.test:30000"
 

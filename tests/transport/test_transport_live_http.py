@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 
 SLOW_PROMPT_TOKEN = 999_999
 

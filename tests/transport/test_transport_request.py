@@ -8,13 +8,8 @@ from typing import Any
 import pytest
 from verifiers.v1.errors import OverlongPromptError
 
-from miles_verifiers.episodes.transport import (
-    InvalidPrompt,
-    MultimodalNotSupported,
-    RequestRejected,
-    RoutingPolicy,
-    TransportSettings,
-)
+from miles_verifiers.engine.errors import InvalidPrompt, MultimodalNotSupported, RequestRejected
+from miles_verifiers.engine.settings import RoutingPolicy, TransportSettings
 from miles_verifiers.episodes.transport.request import build_generate_call, is_known_continuation
 
 MakeSettings = Callable[..., TransportSettings]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from miles_verifiers.engine.errors import PromptTooLongError
+from miles_verifiers.engine.errors import InvalidSamplingParams, PromptTooLongError
 from miles_verifiers.engine.limits import EngineLimits
 from miles_verifiers.engine.sampling import (
     RENAMED_KEYS,
@@ -19,7 +19,7 @@ from miles_verifiers.engine.sampling import (
     new_token_budget,
     translate_sampling,
 )
-from miles_verifiers.episodes.transport import InvalidSamplingParams, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
 
 MakeSettings = Callable[..., TransportSettings]
 

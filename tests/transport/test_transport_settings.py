@@ -6,13 +6,13 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from miles_verifiers.engine.settings import resolve_engine_url
-from miles_verifiers.episodes.transport import (
+from miles_verifiers.engine.settings import (
     EngineAddressError,
     RetryPolicy,
     RoutingPolicy,
     TimeoutPolicy,
     TransportSettings,
+    resolve_engine_url,
 )
 
 

@@ -20,7 +20,8 @@ from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.types import Response, SamplingConfig
 
 from miles_verifiers.engine.routers import RouterKind
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 from miles_verifiers_testkit.engine import EngineConfig, LatencyModel, LoopbackEngine
 from miles_verifiers_testkit.engine import topology as topology_module
 from miles_verifiers_testkit.engine.model import load_model_profile

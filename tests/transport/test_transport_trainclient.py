@@ -20,7 +20,8 @@ from verifiers.v1.dialects import ChatDialect
 from verifiers.v1.errors import OverlongPromptError, ProviderError
 from verifiers.v1.types import Response, SamplingConfig
 
-from miles_verifiers.episodes.transport import SGLangTransport, TransportSettings
+from miles_verifiers.engine.settings import TransportSettings
+from miles_verifiers.episodes.transport import SGLangTransport
 
 MODEL = "Qwen/Qwen3-0.6B"
 IM_END = 151645

@@ -9,8 +9,14 @@ from typing import Any
 import httpx
 import pytest
 
-from miles_verifiers.engine.workers import abort_on_workers, list_workers, worker_base_url
-from miles_verifiers.episodes.transport import EngineAbortedError, SGLangTransport, WorkerListError
+from miles_verifiers.engine.workers import (
+    WorkerListError,
+    abort_on_workers,
+    list_workers,
+    worker_base_url,
+)
+from miles_verifiers.episodes.transport import SGLangTransport
+from miles_verifiers.episodes.transport.errors import EngineAbortedError
 
 ROUTER = "http://router.test:8000"
 
