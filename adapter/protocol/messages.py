@@ -23,8 +23,7 @@ from miles_verifiers.protocol.records import (
     TraceRecord,
 )
 
-# 2.1 added Verifiers' verdicts to the trace record and the 0.4 seats, service runtimes and
-# config notes to the description.
+# 2.1 added Verifiers' verdicts to the trace record and the 0.4 seats to the description.
 PROTOCOL_VERSION = "2.1"
 # The class that answers these messages, named by a string: the trainer side must not import
 # the episode side, yet the in-process backend and the Ray actor run it.
@@ -56,9 +55,6 @@ def check_version(
             f"{version}; different major versions cannot talk. Fix: install the same "
             "miles-verifiers release in the worker's environment as in the trainer's."
         )
-
-
-# -- requests ----------------------------------------------------------------------------------
 
 
 class CleanupSpec(ProtocolModel):
@@ -141,9 +137,6 @@ class Request(ProtocolModel):
     version: str = PROTOCOL_VERSION
     id: int
     body: RequestBody
-
-
-# -- replies -------------------------------------------------------------------------------------
 
 
 class GroupResult(ProtocolModel):

@@ -89,8 +89,7 @@ class TraceRecord(ProtocolModel):
     prefix_cache: PrefixCacheRecord | None = None
     # Rewards Verifiers left unscored (None): the worker fails such a rollout (episode_error).
     unscored: list[str] = []
-    # Protocol 2.1: Verifiers' own verdicts, never inferred (0.4 ``trace.ok``; 0.2
-    # ``not trace.has_error``); None from an older worker.
+    # Verifiers' own verdict, never inferred; None from a 2.0 worker.
     ok: bool | None = None
     # 0.4 ``trace.is_timeout``: an agent timeout is a stop, the trace stays ok and is scored.
     is_timeout: bool = False
@@ -119,9 +118,6 @@ class TraceRecord(ProtocolModel):
     def rollout_failed(self) -> bool:
         """The rollout cannot be trained: its trace or its episode failed."""
         return self.failed or self.episode_failed
-
-
-# -- trace -> record (episode side) ---------------------------------------------------------------
 
 
 def task_label(data: Any) -> Any:

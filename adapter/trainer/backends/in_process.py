@@ -59,8 +59,7 @@ class InProcessEpisodes:
 
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
         await asyncio.shield(self._started(call))
-        # Shielded as on a worker: the caller giving up does not stop the episode; ending the
-        # call does.
+        # Shielded as on a worker: only ending the call stops the episode.
         answer = asyncio.ensure_future(self._handler.handle(request))
         answer.add_done_callback(_retrieve)
         body = await asyncio.shield(answer)

@@ -142,8 +142,7 @@ async def start_ray_worker(name: str, python: str | None = None) -> RayWorker:
     actor_class = ray.remote(max_restarts=0, max_concurrency=ACTOR_CONCURRENCY)(_EpisodeWorkerActor)
     if python is not None:
         actor_class = actor_class.options(runtime_env={"py_executable": python})
-    # Ray's default scheduling and resources: an actor needs a CPU to be placed but holds none
-    # while it runs, so the actors of several rollout functions never wait on each other.
+    # Default resources: an actor needs a CPU to be placed but holds none while it runs.
     actor = actor_class.remote(python)
     try:
         await asyncio.wait_for(actor.ping.remote(), 300.0)

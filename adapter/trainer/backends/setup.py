@@ -44,8 +44,7 @@ ANSWER_SLACK_S = 5.0
 DESCRIBE_TIMEOUT_S = 300.0
 # From the describe step's last output to its exit (it only flushes and exits).
 DESCRIBE_EXIT_S = 5.0
-# Tokenizers the template loads for each process it forks: what a worker loads as it starts
-# (its first renderer and the event loop's); a larger pool loads the rest in the background.
+# Tokenizers the template preloads per fork: a worker's first renderer's and its loop's.
 PRELOADED_TOKENIZERS = 2
 PYTHON_SETTING = "MILES_VERIFIERS_EPISODE_WORKER_PYTHON"
 
