@@ -41,10 +41,8 @@ def _lane_sizes(max_connections: int) -> list[int]:
 
 
 class EngineClient:
-    """One deployment's HTTP client, safe for many tasks on one event loop.
-
-    ``http_transport`` replaces httpx's network layer (tests use ``httpx.MockTransport``).
-    """
+    """One deployment's HTTP client, safe for many tasks on one event loop (``http_transport``
+    replaces httpx's network layer, as tests do)."""
 
     def __init__(
         self,
@@ -88,12 +86,8 @@ class EngineClient:
     async def verify_served_model(
         self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
     ) -> None:
-        """Refuse an engine whose ``/model_info`` names another model than ``expected`` or its
-        ``aliases`` (:class:`~miles_verifiers.engine.identity.EngineModelMismatchError`).
-
-        Asked once per client. An engine that does not answer is not refused here: the generate
-        requests report an unreachable engine themselves.
-        """
+        """Refuse (once per client) an engine whose ``/model_info`` names another model than
+        ``expected`` or its ``aliases``; one that does not answer is left to the requests."""
         if self._model_checked:
             return
         base = resolve_engine_url(self._settings)

@@ -149,12 +149,9 @@ def new_token_budget(
     context_len: int | None,
     engine_limits: EngineLimits | None = None,
 ) -> int:
-    """``max_new_tokens`` for one request: the request's own ask, capped by the response limit
-    and by what the context window leaves after the prompt.
-
-    Raises :class:`PromptTooLongError` when the prompt leaves no room for even one token, or is at
-    or over the prompt limit the engine reported (SGLang would refuse it with a 400).
-    """
+    """``max_new_tokens`` for one request: its own ask, capped by the response limit and by what
+    the context leaves after the prompt; :class:`PromptTooLongError` when that is no token, or
+    the prompt is at or over the engine's reported limit (SGLang would refuse it with a 400)."""
     budget = max_response_len if requested is None else min(requested, max_response_len)
     if engine_limits is not None:
         limit = engine_limits.max_req_input_len

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 # In dp-aware mode the router lists one entry per data-parallel rank as "<url>@<rank>".
 _DP_RANK_SUFFIX = re.compile(r"@\d+$")
+# Abort posts in flight at once.
+ABORT_CONCURRENCY = 32
 
 
 class WorkerListError(EngineError, RuntimeError):
@@ -138,18 +140,15 @@ async def abort_on_workers(
     rids: Sequence[str],
     *,
     timeout_s: float = 10.0,
-    concurrency: int = 32,
 ) -> AbortReport:
     """POST ``/abort_request {"rid": rid}`` for every rid to every worker; never raises for a
     worker that fails, it is reported instead. SGLang answers 200 even for unknown rids."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     workers = _unique(worker_urls)
     rid_list = tuple(dict.fromkeys(rids))
     if any(not rid for rid in rid_list):
         # SGLang ignores an empty rid, and an empty prefix would mean "every request".
         raise ValueError("abort rids must be non-empty strings")
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(ABORT_CONCURRENCY)
     failures: list[tuple[str, str, str]] = []
 
     async def post_one(worker: str, rid: str) -> None:
