@@ -66,7 +66,6 @@ class Built02:
     tasks: tuple[Any, ...]
     environments: EnvironmentPool
     renderer_pool: Any
-    renderer_spec: Any
     limits: CleanupLimits
 
 
@@ -133,19 +132,8 @@ def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built02:
         loaded.tasks,
         EnvironmentPool(lambda: Environment(config), first=loaded.environment),
         shared_renderer_pool(setup.renderer),
-        setup.renderer,
         CleanupLimits(**setup.cleanup.model_dump()),
     )
-
-
-@dataclass(frozen=True)
-class _Described:
-    """What a describe step loaded, kept for the setup that follows in the same process."""
-
-    config_path: str
-    config_text: str
-    config: Any
-    loaded: Any
 
 
 @dataclass
@@ -158,16 +146,14 @@ class Generation02:
 
     builder: Callable[[WorkerSetup], Any] = build
     keeps_described: bool = False
-    _described: _Described | None = None
+    # What describing loaded: ((config path, config text), config, taskset).
+    _described: tuple[tuple[str, str], Any, Any] | None = None
 
     def build(self, setup: WorkerSetup) -> Any:
         kept, self._described = self._described, None
-        if kept is None or (kept.config_path, kept.config_text) != (
-            setup.config_path,
-            setup.config_text,
-        ):
+        if kept is None or kept[0] != (setup.config_path, setup.config_text):
             return self.builder(setup)
-        return assemble(setup, kept.config, kept.loaded)
+        return assemble(setup, kept[1], kept[2])
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
         if not self.keeps_described:
@@ -177,13 +163,13 @@ class Generation02:
         described, config, loaded = load_and_describe(
             request, lambda spec: shared_renderer_pool(spec).vocab_size
         )
-        self._described = _Described(request.config_path, request.config_text, config, loaded)
+        self._described = ((request.config_path, request.config_text), config, loaded)
         return described
 
     def open_call(self, built: Built02, start: CallStart, transport: Any) -> tuple[Any, str]:
         from miles_verifiers.episodes.v02.clients import MilesTrainClient
 
-        return MilesTrainClient(transport, built.renderer_pool, built.renderer_spec), ""
+        return MilesTrainClient(transport, built.renderer_pool, built.setup.renderer), ""
 
     def close_call(self, call_id: str) -> None:
         pass
