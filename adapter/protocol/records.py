@@ -53,7 +53,6 @@ class ErrorRecord(ProtocolModel):
 
     type: str
     message: str
-    traceback: str | None = None
 
 
 class EpisodeErrorRecord(ProtocolModel):
@@ -141,27 +140,24 @@ def serialize_prompt(prompt: Any) -> str | list[Any]:
     return prompt
 
 
-def _branch_record(branch: Any, node_ids: dict[int, int]) -> BranchRecord:
+def branch_record(branch: Any, node_ids: dict[int, int], count_turns: bool) -> BranchRecord:
+    """``count_turns``: the turns are the nodes the model sampled in (0.4's branches keep no
+    ``num_turns``); a node without log-probs has none."""
     return BranchRecord(
         index=branch.index,
         token_ids=list(branch.token_ids),
         logprobs=[float(x) for x in branch.logprobs],
-        num_turns=branch.num_turns,
+        num_turns=sum(any(n.mask) for n in branch.nodes) if count_turns else branch.num_turns,
         nodes=[
             NodeRecord(
                 mask=[bool(m) for m in n.mask],
-                logprobs=[float(x) for x in n.logprobs],
+                logprobs=[float(x) for x in (n.logprobs or ())],
                 node_id=node_ids.get(id(n)),
             )
             for n in branch.nodes
         ],
         trainable=bool(getattr(branch, "trainable", True)),
     )
-
-
-def trace_node_ids(trace: Any) -> dict[int, int]:
-    # A branch holds the very node objects of the trace's graph: their position there is the id.
-    return {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
 
 
 def task_record(task: Any) -> TaskRecord:
@@ -175,11 +171,18 @@ def task_record(task: Any) -> TaskRecord:
     )
 
 
-def trace_fields(trace: Any, usage: Any | None) -> dict[str, Any]:
-    """The fields both Verifiers generations hold alike; ``usage``: the prefix-cache report."""
+def trace_fields(
+    trace: Any, prefix_cache: Callable[[str], Any] | None, *, count_turns: bool
+) -> dict[str, Any]:
+    """The fields both Verifiers generations hold alike; ``prefix_cache`` looks up the engine's
+    cache usage."""
+    usage = prefix_cache(trace.id) if prefix_cache is not None else None
+    # A branch holds the very node objects of the trace's graph: their position there is the id.
+    node_ids = {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}
     return {
         "id": trace.id,
         "task": task_record(trace.task),
+        "branches": [branch_record(b, node_ids, count_turns) for b in trace.branches],
         "reward": float(trace.reward),
         "num_turns": int(trace.num_turns),
         "num_output_tokens": int(trace.num_output_tokens),
@@ -198,17 +201,11 @@ def trace_fields(trace: Any, usage: Any | None) -> dict[str, Any]:
 def trace_record(trace: Any, prefix_cache: Callable[[str], Any] | None = None) -> TraceRecord:
     """The record of a Verifiers trace; ``prefix_cache`` looks up the engine's cache usage."""
     error = trace.error
-    node_ids = trace_node_ids(trace)
     return TraceRecord(
-        **trace_fields(trace, prefix_cache(trace.id) if prefix_cache is not None else None),
-        branches=[_branch_record(b, node_ids) for b in trace.branches],
+        **trace_fields(trace, prefix_cache, count_turns=False),
         rewards={k: float(v) for k, v in trace.rewards.items()},
         metrics={k: float(v) for k, v in trace.metrics.items()},
-        error=(
-            ErrorRecord(type=error.type, message=error.message, traceback=error.traceback)
-            if error is not None
-            else None
-        ),
+        error=ErrorRecord(type=error.type, message=error.message) if error is not None else None,
         # Verifiers 0.2's own verdict: it has no ok stamp and no retries.
         ok=not trace.has_error,
     )
