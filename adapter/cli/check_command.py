@@ -1,13 +1,19 @@
 """``miles-verifiers check``: report every construction problem of a run, run nothing.
 
-Takes the same flags as ``rollout``; never starts or contacts an engine.
+Takes the same flags as ``rollout``. Every stage of :mod:`miles_verifiers.trainer.construction`
+whose inputs exist runs, so independent problems are reported together; only when all pass is
+the rollout function constructed, as Miles does before any engine exists, so no engine is ever
+contacted.
 """
 
 from __future__ import annotations
 
 import argparse
 import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,21 +25,17 @@ from miles_verifiers.cli.arguments import (
     rollout_function_path,
     wants_fixture_tokenizers,
 )
-from miles_verifiers.cli.checks import (
-    CheckProblem,
-    CheckReport,
-    CheckSummary,
-    check_construction,
-    describe_sampling,
-)
 from miles_verifiers.cli.environment import use_fixture_tokenizers, verifiers_config
 from miles_verifiers.cli.loading import construct_rollout_function, load_rollout_function
 from miles_verifiers.cli.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers.cli.schedule import plan_calls
 from miles_verifiers.engine.routers import RUST_ROUTER_DROPPED_KEYS, RouterKind
-from miles_verifiers.protocol.versions import version_line
+from miles_verifiers.protocol.versions import process_versions, version_line
+from miles_verifiers.trainer import construction
+from miles_verifiers.trainer.backends.setup import choose_episode_side
+from miles_verifiers.trainer.construction import StageReport
 from miles_verifiers.trainer.contract.compat import contract
-from miles_verifiers.trainer.options import MilesOptions
+from miles_verifiers.trainer.options import MilesOptions, SamplingOptions
 
 COMMAND = "check"
 
@@ -53,16 +55,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_check)
 
 
+@dataclass(frozen=True)
+class CheckReport:
+    problems: Sequence[StageReport]
+    # What construction would log as warnings without stopping.
+    warnings: Sequence[str]
+    # Construction's products (options, description, config_path), summarised when all passed.
+    products: Mapping[str, Any]
+    # The episode workers' interpreter; None when the episodes run in Miles' process.
+    worker_python: str | None = None
+
+
 def _read_command_line(
     cli: argparse.Namespace,
-) -> tuple[argparse.Namespace, list[CheckProblem], Path | None]:
+) -> tuple[argparse.Namespace, list[StageReport], Path | None]:
     """The Miles namespace plus the problems found while reading the command line."""
-    problems: list[CheckProblem] = []
+    problems: list[StageReport] = []
     config_path: Path | None = None
     try:
         config_path = resolve_config_option(cli)
     except ValueError as error:
-        problems.append(CheckProblem("config", error_text(error), error))
+        problems.append(StageReport("config", error_text(error), error))
     args = cli_namespace(cli, config_path)
     try:
         plan_calls(
@@ -72,8 +85,47 @@ def _read_command_line(
             skip_eval_before_train=bool(args.skip_eval_before_train),
         )
     except ValueError as error:
-        problems.append(CheckProblem("schedule", error_text(error), error))
+        problems.append(StageReport("schedule", error_text(error), error))
     return args, problems, config_path
+
+
+def check_construction(
+    args: argparse.Namespace,
+    construct: Callable[[argparse.Namespace], Any],
+    known_problems: Sequence[StageReport] = (),
+) -> CheckReport:
+    """Every construction problem of ``args`` after ``known_problems`` (one in the ``config``
+    stage skips loading the config); ``construct`` builds the rollout function once all pass."""
+    from miles_verifiers.trainer.rollout import AdapterSettings
+
+    problems = list(known_problems)
+    try:
+        settings = AdapterSettings.from_environ()
+    except ValueError as error:
+        settings = AdapterSettings.model_construct()
+        problems.append(StageReport("settings", str(error), error))
+    given = construction.inputs(
+        args,
+        use_miles=contract().source == "miles",
+        dispatch_budget_factor=settings.dispatch_budget_factor,
+        episodes=choose_episode_side(settings, describe_only=True),
+        renderer_pool_size=settings.renderer_pool_size,
+    )
+    if any(p.stage == "config" for p in known_problems):
+        del given["environ"]  # no config to load: the stages reading it are skipped
+    found = construction.survey(given)
+    problems += found.problems
+    made = found.products
+    warnings = [*made.get("warnings", ())]
+    if "description" in made:
+        warnings += made["description"].config_notes  # what loading the config set aside
+    if not problems:
+        try:
+            construct(args)
+        except Exception as error:
+            text = f"{type(error).__name__}: {str(error).strip() or type(error).__name__}"
+            problems.append(StageReport("constructor", text, error))
+    return CheckReport(problems, warnings, made, settings.episode_python)
 
 
 def run_check(cli: argparse.Namespace) -> int:
@@ -97,15 +149,28 @@ def run_check(cli: argparse.Namespace) -> int:
         report_error(COMMAND, error, debug=debug)
         return EXIT_FAILURE
     print_report(report, Console(), debug=debug)
-    return 0 if report.ok else EXIT_FAILURE
+    return EXIT_FAILURE if report.problems else 0
 
 
-def _batch_line(options: MilesOptions) -> str:
-    return (
-        f"{options.rollout_batch_size} groups x {options.n_samples_per_prompt} samples "
-        f"(over-sampling {options.over_sampling_batch_size}), eval "
-        f"{options.n_samples_per_eval_prompt} per task"
-    )
+def describe_sampling(sampling: SamplingOptions) -> str:
+    """One line of the sampling a mode will use."""
+    parts = [
+        f"temperature {sampling.temperature:g}",
+        f"top_p {sampling.top_p:g}",
+        f"top_k {sampling.top_k}",
+        f"max_tokens {sampling.max_response_len}",
+    ]
+    optional = {
+        "context cap": sampling.max_context_len,
+        "first-prompt cap": sampling.max_prompt_len,
+        "min_tokens": sampling.min_new_tokens,
+        "stop": list(sampling.stop or ()) or None,
+        "stop ids": list(sampling.stop_token_ids or ()) or None,
+        "chat template": dict(sampling.chat_template_kwargs) or None,
+        "reward key": repr(sampling.reward_key) if sampling.reward_key else None,
+    }
+    parts += [f"{name} {value}" for name, value in optional.items() if value is not None]
+    return ", ".join(parts)
 
 
 def _router_line(options: MilesOptions) -> str:
@@ -119,14 +184,33 @@ def _router_line(options: MilesOptions) -> str:
     return f"{router.value} (--use-miles-router); every sampling key reaches the engines"
 
 
-def _version_lines(summary: CheckSummary) -> list[tuple[str, str]]:
-    """What Miles' process runs, and what the episode workers run (as they described it)."""
-    lines = [("trainer", version_line(summary.trainer_versions))]
-    if summary.worker_python is None:
+def _summary_lines(report: CheckReport) -> list[tuple[str, str]]:
+    options: MilesOptions = report.products["options"]
+    described = report.products["description"]
+    lines = [
+        ("env", described.env_id),
+        ("config", str(report.products["config_path"])),
+        ("tasks", str(len(described.tasks))),
+        ("group reward", "yes" if described.has_group_reward else "no"),
+        (
+            "batch",
+            f"{options.rollout_batch_size} groups x {options.n_samples_per_prompt} samples "
+            f"(over-sampling {options.over_sampling_batch_size}), eval "
+            f"{options.n_samples_per_eval_prompt} per task",
+        ),
+        ("concurrency", str(options.max_concurrency)),
+        ("tokenizer", str(options.tokenizer_source)),
+        ("train sampling", describe_sampling(options.train)),
+        ("router", _router_line(options)),
+    ]
+    if options.eval_enabled:
+        lines.append(("eval sampling", describe_sampling(options.eval)))
+    # What Miles' process runs, and what the episode workers run (as they described it).
+    lines.append(("trainer", version_line(process_versions())))
+    if report.worker_python is None:
         lines.append(("episodes", "in Miles' process (the trainer's versions)"))
     else:
-        versions = version_line(summary.described.versions)
-        lines.append((f"workers ({summary.worker_python})", versions))
+        lines.append((f"workers ({report.worker_python})", version_line(described.versions)))
     return lines
 
 
@@ -135,36 +219,19 @@ def print_report(report: CheckReport, console: Console, *, debug: bool = False) 
         console.print(
             f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False, soft_wrap=True
         )
-    if not report.ok:
-        count = len(report.problems)
-        console.print(f"[red]{count} problem{'s' if count != 1 else ''}[/red] would stop the run:")
-        for problem in report.problems:
-            console.print(
-                f"- [bold]{problem.stage}[/bold]: {escape(problem.message)}",
-                highlight=False,
-                markup=True,
-                soft_wrap=True,
-            )
-            if debug and problem.error is not None:
-                console.print("".join(traceback.format_exception(problem.error)), markup=False)
+    if not report.problems:
+        console.print("[green]OK[/green]", highlight=False)
+        for name, value in _summary_lines(report):
+            console.print(f"  {name}: {value}", highlight=False, markup=False, soft_wrap=True)
         return
-    summary = report.summary
-    assert summary is not None
-    options, described = summary.options, summary.described
-    console.print("[green]OK[/green]", highlight=False)
-    lines = [
-        ("env", described.env_id),
-        ("config", str(summary.config_path)),
-        ("tasks", str(len(described.tasks))),
-        ("group reward", "yes" if described.has_group_reward else "no"),
-        ("batch", _batch_line(options)),
-        ("concurrency", str(options.max_concurrency)),
-        ("tokenizer", str(options.tokenizer_source)),
-        ("train sampling", describe_sampling(options.train)),
-        ("router", _router_line(options)),
-    ]
-    if options.eval_enabled:
-        lines.append(("eval sampling", describe_sampling(options.eval)))
-    lines += _version_lines(summary)
-    for name, value in lines:
-        console.print(f"  {name}: {value}", highlight=False, markup=False, soft_wrap=True)
+    count = len(report.problems)
+    console.print(f"[red]{count} problem{'s' if count != 1 else ''}[/red] would stop the run:")
+    for problem in report.problems:
+        console.print(
+            f"- [bold]{problem.stage}[/bold]: {escape(problem.problem)}",
+            highlight=False,
+            markup=True,
+            soft_wrap=True,
+        )
+        if debug and problem.error is not None:
+            console.print("".join(traceback.format_exception(problem.error)), markup=False)
