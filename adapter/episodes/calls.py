@@ -1,89 +1,30 @@
-"""Running Verifiers episodes for one rollout call, and winding them down cleanly.
+"""One rollout call's resources on an episode worker, wound down within bounded time.
 
-Each rollout call gets a :class:`CallScope`: its own ``Environment`` (``env.serving()`` keeps
-per-environment state), its own SGLang transport (its rid prefix, so its aborts reach only its
-requests) and client. Leaving the scope winds down within bounded time: the client stops
-serving, leftover episodes are cancelled and their requests aborted, and the environment's
-servers shut down under a deadline.
+A :class:`CallScope` holds the call's own environment (``env.serving()`` keeps state on the
+instance), SGLang transport (its rid prefix, so its aborts reach only its requests) and client.
+Leaving it stops the client, cancels leftover episodes and aborts their requests, and shuts the
+environment's servers down under a deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Self
 
-from miles_verifiers.episodes.v02.upstream import (
-    interception_runners,
-    set_rollout_context,
-    set_shutdown_timeout,
-)
-from miles_verifiers.errors import RolloutCallError, abort_failures, describe_error
+from miles_verifiers.episodes.v02.upstream import interception_runners, set_shutdown_timeout
+from miles_verifiers.errors import abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
+from miles_verifiers.protocol.messages import CleanupSpec
 
 logger = logging.getLogger(__name__)
 
-EpisodeFailure = Literal["episode_error", "episode_timeout"]
-
-
-class EpisodeTimeoutError(RolloutCallError, TimeoutError):
-    """An episode ran past its wall-clock deadline and was cancelled."""
-
-
-@dataclass(frozen=True)
-class EpisodeRun:
-    """One task's episode: its traces in rollout order; when it failed (``failure`` set), those
-    its rollouts had reached (maybe fewer, maybe unscored)."""
-
-    traces: tuple[Any, ...]
-    failure: EpisodeFailure | None = None
-    error: BaseException | None = None
-
-
-def _reached_traces(episode: Any) -> tuple[Any, ...]:
-    if episode is None:
-        return ()
-    return tuple(r.trace for r in episode.rollouts if getattr(r, "trace", None) is not None)
-
-
-async def run_group(
-    environment: Any,
-    task: Any,
-    contexts: Sequence[Any],
-    *,
-    semaphore: asyncio.Semaphore | None,
-    deadline_s: float,
-) -> EpisodeRun:
-    """Run ``len(contexts)`` rollouts of ``task``, rollout ``k`` with ``contexts[k]``.
-
-    The episode's own failures (a refused task, a group reward raising, the deadline) are
-    returned as a failed :class:`EpisodeRun`; cancellation propagates.
-    """
-    episode = None
-    try:
-        episode = environment.episode(task, contexts[0], n=len(contexts))
-        for rollout, context in zip(episode.rollouts, contexts, strict=True):
-            # Verifiers reads the context when the rollout starts, so per-rollout seeds go here.
-            set_rollout_context(rollout, context)
-        async with asyncio.timeout(deadline_s):
-            traces = await episode.run(semaphore)
-        return EpisodeRun(tuple(traces))
-    except TimeoutError:
-        error = EpisodeTimeoutError(
-            f"the episode of task {getattr(task.data, 'idx', '?')} ran past its deadline of "
-            f"{deadline_s:g} s and was cancelled"
-        )
-        return EpisodeRun(_reached_traces(episode), "episode_timeout", error)
-    except Exception as error:
-        return EpisodeRun(_reached_traces(episode), "episode_error", error)
-
 
 class EnvironmentPool:
-    """Verifiers environments for one config, one checked out per concurrent rollout call
-    (``env.serving()`` keeps state on the instance); one that did not shut down cleanly is not
-    given back."""
+    """Environments for one config, one checked out per open call; one that did not shut down
+    cleanly is not given back."""
 
     def __init__(self, factory: Callable[[], Any], first: Any | None = None) -> None:
         self._factory = factory
@@ -96,29 +37,18 @@ class EnvironmentPool:
         self._idle.append(environment)
 
 
-@dataclass(frozen=True)
-class CleanupLimits:
-    """Seconds the wind-down of a call may spend in each step (each bounded)."""
-
-    abort_s: float = 10.0
-    grace_s: float = 10.0
-    shutdown_s: float = 15.0
-    # How long the interception servers wait for handlers still running at call end.
-    handler_s: float = 1.0
-
-
 @dataclass
 class CallScope:
-    """The resources of one rollout call (``async with``); what ``spawn`` started and still
-    runs at exit is cancelled and its requests aborted."""
+    """The resources of one rollout call (``async with``); what ``tasks`` still runs at exit
+    is cancelled and its requests aborted."""
 
     environments: EnvironmentPool
     transport: Any
     client: Any
-    limits: CleanupLimits = field(default_factory=CleanupLimits)
+    limits: CleanupSpec
     environment: Any = None
     _serving: Any = None
-    _tasks: OwnedTasks = field(default_factory=OwnedTasks)
+    tasks: OwnedTasks = field(default_factory=OwnedTasks)
     _reusable: bool = True
 
     async def __aenter__(self) -> Self:
@@ -132,11 +62,6 @@ class CallScope:
             raise
         return self
 
-    def spawn(
-        self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
-    ) -> asyncio.Task[Any]:
-        return self._tasks.spawn(coroutine, name=name)
-
     async def __aexit__(self, *exc: object) -> None:
         try:
             await self.wind_down()
@@ -149,7 +74,7 @@ class CallScope:
     async def wind_down(self) -> None:
         """Stop serving, cancel leftover episodes and abort their requests (all bounded)."""
         self.client.end()
-        leftovers = self._tasks.cancel_running()
+        leftovers = self.tasks.cancel_running()
         if not leftovers:
             return
         await self._abort_requests()

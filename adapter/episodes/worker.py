@@ -1,13 +1,11 @@
-"""The episode side: owns environments, a renderer pool and one transport per call.
+"""The episode side's request handler: owns the built environments and one scope per call.
 
 :class:`WorkerHandler` answers protocol requests behind every backend: a local child and a Ray
 actor (``handle_frame``, bytes in and out) and the trainer's own process (``handle``). What
-differs between Verifiers generations is a :class:`Generation`: :class:`Generation02` here,
-``Generation04`` in :mod:`miles_verifiers.episodes.v04.episodes`. Each rollout call gets its
-own :class:`~miles_verifiers.episodes.v02.calls.CallScope` (environment, transport with the
-trainer's rid prefix, client), held by one task from entry to exit, so a training and an
-evaluation call on one worker stay apart; ending it cancels its episodes and aborts their
-requests.
+differs between Verifiers generations is a :class:`Generation` (:mod:`.v02.episodes`,
+:mod:`.v04.episodes`). Each rollout call's :class:`~miles_verifiers.episodes.calls.CallScope`
+is held by one task from entry to exit, so a training and an evaluation call on one worker stay
+apart; ending it cancels its episodes and aborts their requests.
 """
 
 from __future__ import annotations
@@ -15,29 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from miles_verifiers.episodes.describe import (
-    describe,
-    load_and_describe,
-    load_config_and_taskset,
-)
-from miles_verifiers.episodes.v02.calls import (
-    CallScope,
-    CleanupLimits,
-    EnvironmentPool,
-    EpisodeRun,
-    run_group,
-)
+from miles_verifiers.episodes.calls import CallScope, EnvironmentPool
 from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.messages import (
     CallEnd,
     CallStart,
     DescribeRequest,
     Done,
-    EpisodeErrorRecord,
     GroupRequest,
     GroupResult,
     ProtocolVersionError,
@@ -48,7 +34,6 @@ from miles_verifiers.protocol.messages import (
     WorkerSetup,
     read_request,
 )
-from miles_verifiers.protocol.records import trace_record
 from miles_verifiers.protocol.versions import process_versions
 
 logger = logging.getLogger(__name__)
@@ -58,15 +43,23 @@ class WorkerRequestError(RolloutCallError, RuntimeError):
     """A request the worker cannot carry out (answered as ``Refused``)."""
 
 
-@dataclass
-class Built02:
-    """What a setup message built for Verifiers 0.2.0 (once per worker)."""
+@dataclass(frozen=True)
+class Built:
+    """What a setup message built (once per worker); ``renderer_pool`` is 0.2's shared one."""
 
     setup: WorkerSetup
-    tasks: tuple[Any, ...]
+    tasks: Sequence[Any]
     environments: EnvironmentPool
-    renderer_pool: Any
-    limits: CleanupLimits
+    renderer_pool: Any = None
+
+    def __post_init__(self) -> None:
+        if len(self.tasks) != self.setup.expected_tasks:
+            raise WorkerRequestError(
+                f"the worker loaded {len(self.tasks)} tasks from {self.setup.config_path} but "
+                f"the trainer has {self.setup.expected_tasks}: the taskset differs between the "
+                "two processes. Fix: install the same taskset version and data where the "
+                "workers run."
+            )
 
 
 @dataclass
@@ -106,99 +99,12 @@ class Generation(Protocol):
     async def run_group(self, built: Any, call: OpenCall, request: GroupRequest) -> GroupResult: ...
 
 
-def build(setup: WorkerSetup) -> Built02:
-    """Load the config, the taskset and the renderer pool with the worker's own packages."""
-    return assemble(setup, *load_config_and_taskset(setup.config_path, setup.config_text))
-
-
-def check_task_count(setup: WorkerSetup, loaded: int) -> None:
-    if loaded != setup.expected_tasks:
-        raise WorkerRequestError(
-            f"the worker loaded {loaded} tasks from {setup.config_path} but the trainer has "
-            f"{setup.expected_tasks}: the taskset differs between the two processes. Fix: "
-            "install the same taskset version and data where the workers run."
-        )
-
-
-def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built02:
-    """What ``setup`` builds, from a config and taskset already loaded."""
-    from verifiers.v1 import Environment
-
-    from miles_verifiers.episodes.v02.clients import shared_renderer_pool
-
-    check_task_count(setup, len(loaded.tasks))
-    return Built02(
-        setup,
-        loaded.tasks,
-        EnvironmentPool(lambda: Environment(config), first=loaded.environment),
-        shared_renderer_pool(setup.renderer),
-        CleanupLimits(**setup.cleanup.model_dump()),
-    )
-
-
-@dataclass
-class Generation02:
-    """Verifiers 0.2.0: ``Environment`` groups, the project's own ``TrainClient``.
-
-    ``keeps_described``: the setup follows the describe step in this process (the trainer's),
-    so describing builds the shared renderer pool, and what it loaded serves the setup.
-    """
-
-    builder: Callable[[WorkerSetup], Any] = build
-    keeps_described: bool = False
-    # What describing loaded: ((config path, config text), config, taskset).
-    _described: tuple[tuple[str, str], Any, Any] | None = None
-
-    def build(self, setup: WorkerSetup) -> Any:
-        kept, self._described = self._described, None
-        if kept is None or kept[0] != (setup.config_path, setup.config_text):
-            return self.builder(setup)
-        return assemble(setup, kept[1], kept[2])
-
-    def describe(self, request: DescribeRequest) -> ReplyBody:
-        if not self.keeps_described:
-            return describe(request)
-        from miles_verifiers.episodes.v02.clients import shared_renderer_pool
-
-        described, config, loaded = load_and_describe(
-            request, lambda spec: shared_renderer_pool(spec).vocab_size
-        )
-        self._described = ((request.config_path, request.config_text), config, loaded)
-        return described
-
-    def open_call(self, built: Built02, start: CallStart, transport: Any) -> tuple[Any, str]:
-        from miles_verifiers.episodes.v02.clients import MilesTrainClient
-
-        return MilesTrainClient(transport, built.renderer_pool, built.setup.renderer), ""
-
-    def close_call(self, call_id: str) -> None:
-        pass
-
-    async def run_group(self, built: Built02, call: OpenCall, request: GroupRequest) -> GroupResult:
-        run: EpisodeRun = await run_group(
-            call.scope.environment,
-            built.tasks[request.task_index],
-            _contexts(call, request.sampling),
-            semaphore=call.semaphore,
-            deadline_s=request.deadline_s,
-        )
-        usage = call.scope.transport.prefix_cache_usage
-        error = _error_record(run.error, run.failure) if run.error is not None else None
-        # 0.2 runs one episode for the whole group: its failure is every rollout's verdict.
-        return GroupResult(
-            traces=[
-                trace_record(t, usage).model_copy(update={"episode_error": error, "rollout": k})
-                for k, t in enumerate(run.traces)
-            ],
-            failure=run.failure,
-            error=error,
-        )
-
-
 def generation_for(verifiers_version: str | None) -> Generation:
     from miles_verifiers.versions import uses_slots_api
 
     if not uses_slots_api(verifiers_version):
+        from miles_verifiers.episodes.v02.episodes import Generation02
+
         return Generation02()
     from miles_verifiers.episodes.v04.episodes import Generation04
 
@@ -234,6 +140,8 @@ class WorkerHandler:
     def in_trainer_process(cls) -> WorkerHandler:
         """The in-process backend's handler: 0.2.0 is the one generation the trainer's own
         interpreter may run (its describe step refuses any other)."""
+        from miles_verifiers.episodes.v02.episodes import Generation02
+
         return cls(Generation02(keeps_described=True))
 
     async def handle_frame(self, data: bytes) -> bytes:
@@ -285,7 +193,7 @@ class WorkerHandler:
             settings = call_transport_settings(built.setup, start)
             transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
             client, base_url = self._generation.open_call(built, start, transport)
-            scope = CallScope(built.environments, transport, client, built.limits)
+            scope = CallScope(built.environments, transport, client, built.setup.cleanup)
             call = OpenCall(start, scope, asyncio.Semaphore(start.max_concurrency), base_url)
             call.holder = asyncio.get_running_loop().create_task(
                 self._hold(call), name=f"episodes-call-{start.call_id}"
@@ -336,37 +244,11 @@ class WorkerHandler:
             raise WorkerRequestError(
                 f"task index {request.task_index} is out of range ({len(built.tasks)} tasks)"
             )
-        task = call.scope.spawn(
+        task = call.scope.tasks.spawn(
             self._generation.run_group(built, call, request),
             name=f"episodes-group-{request.slot}",
         )
         return await task
-
-
-def _contexts(call: OpenCall, sampling: list[dict[str, Any]]) -> list[Any]:
-    from verifiers.v1 import ModelContext, SamplingConfig
-
-    def context(values: dict[str, Any]) -> Any:
-        return ModelContext(
-            model=call.start.model,
-            client=call.scope.client,
-            sampling=SamplingConfig.model_validate(values),
-        )
-
-    # Rollouts without their own seed share one context, as in the trainer process.
-    if all(values == sampling[0] for values in sampling):
-        return [context(sampling[0])] * len(sampling)
-    return [context(values) for values in sampling]
-
-
-def _error_record(error: BaseException, failure: str | None = None) -> EpisodeErrorRecord:
-    # The same two fields describe_error reads, so the trainer describes it identically.
-    message = getattr(error, "message", None)
-    return EpisodeErrorRecord(
-        type=getattr(error, "type", None) or type(error).__name__,
-        message=str(error) if message is None else str(message),
-        timeout=failure == "episode_timeout",
-    )
 
 
 def _refused(error: BaseException) -> Refused:

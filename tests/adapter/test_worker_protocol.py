@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from miles_verifiers.episodes.worker import Generation02, WorkerHandler
+from miles_verifiers.episodes.v02.episodes import Generation02
+from miles_verifiers.episodes.worker import WorkerHandler
 from miles_verifiers.protocol.framing import FrameError, encode_frame, read_frame, tag, untag
 from miles_verifiers.protocol.messages import (
     PROTOCOL_VERSION,

@@ -228,7 +228,7 @@ def test_a_user_simulator_dialogue_trains_and_its_cancelled_leftovers_wind_down_
     settings = AdapterSettings(shutdown_timeout_s=20.0, cleanup_grace_s=20.0)
     fn = rollouts.build(args, config, settings=settings)
 
-    with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes.v02.calls"):
+    with caplog.at_level(logging.WARNING, logger="miles_verifiers.episodes.calls"):
         output = rollouts.train(fn)
 
     sample = output.samples[0][0]

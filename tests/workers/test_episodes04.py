@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from miles_verifiers.episodes.v02.episodes import Generation02
 from miles_verifiers.episodes.v04.episodes import (
     EPISODE_ERROR,
     TRAINABLE_COUNT_ERROR,
@@ -24,7 +25,7 @@ from miles_verifiers.episodes.v04.episodes import (
 )
 from miles_verifiers.episodes.v04.records import NOT_OK_ERROR, trace_record04
 from miles_verifiers.episodes.v04.upstream import CallEndedError, TransportLoans, _hooked
-from miles_verifiers.episodes.worker import Generation02, WorkerHandler, generation_for
+from miles_verifiers.episodes.worker import WorkerHandler, generation_for
 from miles_verifiers.errors import is_unsupported_request
 from miles_verifiers.protocol.messages import GroupResult
 from miles_verifiers.protocol.records import TraceRecord

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from miles_verifiers.episodes.v02.calls import CleanupLimits, EnvironmentPool
+from miles_verifiers.episodes.calls import EnvironmentPool
 from miles_verifiers.episodes.worker import WorkerHandler
 from miles_verifiers.protocol.messages import (
     CallEnd,
@@ -54,7 +54,6 @@ class Built:
         default_factory=lambda: unused_setup(transport={"train": {"max_response_len": 8}})
     )
     tasks: tuple[Any, ...] = ("task",)
-    limits: CleanupLimits = field(default_factory=lambda: CleanupLimits(1, 1, 1, 1))
 
     @property
     def environments(self) -> EnvironmentPool:

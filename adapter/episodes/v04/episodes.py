@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from miles_verifiers.episodes.v02.calls import CleanupLimits, EnvironmentPool
-from miles_verifiers.episodes.v04.config import Loaded04, describe04, load04, renderer_config04
+from miles_verifiers.episodes.calls import EnvironmentPool
+from miles_verifiers.episodes.v04.config import describe04, load04, renderer_config04
 from miles_verifiers.episodes.v04.records import trace_record04
 from miles_verifiers.episodes.v04.upstream import TransportLoans, install_transport_hook
-from miles_verifiers.episodes.worker import OpenCall, check_task_count
+from miles_verifiers.episodes.worker import Built, OpenCall
 from miles_verifiers.errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
 from miles_verifiers.protocol.messages import (
     CallStart,
@@ -42,20 +42,6 @@ TRAINABLE_COUNT_ERROR = "TrainableTraceCountError"
 UNSCORED_ERROR = "UnscoredRewardError"
 EPISODE_ERROR = "EpisodeError"
 EPISODE_TIMEOUT = "EpisodeTimeoutError"
-
-
-@dataclass(frozen=True)
-class Built04:
-    """What a setup message built (once per worker)."""
-
-    setup: WorkerSetup
-    loaded: Loaded04
-    environments: EnvironmentPool
-    limits: CleanupLimits
-
-    @property
-    def tasks(self) -> Sequence[Any]:
-        return self.loaded.tasks
 
 
 @dataclass(frozen=True)
@@ -272,24 +258,22 @@ class Generation04:
     def __init__(self) -> None:
         self._loans: TransportLoans | None = None
 
-    def build(self, setup: WorkerSetup) -> Built04:
+    def build(self, setup: WorkerSetup) -> Built:
         """Load the environment and its tasks the way the describe step did."""
         import verifiers.v1 as vf
 
         loaded = load04(setup.config_path, setup.config_text)
-        check_task_count(setup, len(loaded.tasks))
         config = loaded.config
-        return Built04(
+        return Built(
             setup,
-            loaded,
+            loaded.tasks,
             EnvironmentPool(lambda: vf.load_environment(config), first=loaded.environment),
-            CleanupLimits(**setup.cleanup.model_dump()),
         )
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
         return describe04(request)
 
-    def open_call(self, built: Built04, start: CallStart, transport: Any) -> tuple[Any, str]:
+    def open_call(self, built: Built, start: CallStart, transport: Any) -> tuple[Any, str]:
         if self._loans is None:
             self._loans = install_transport_hook(TransportLoans())
         base_url, lent = self._loans.lend(start.call_id, transport)
@@ -299,7 +283,7 @@ class Generation04:
         if self._loans is not None:
             self._loans.take_back(call_id)
 
-    async def run_group(self, built: Built04, call: OpenCall, request: GroupRequest) -> GroupResult:
+    async def run_group(self, built: Built, call: OpenCall, request: GroupRequest) -> GroupResult:
         client = client_config04(built.setup, call.base_url)
         kwargs = json.loads(built.setup.renderer.chat_template_kwargs_json or "{}")
         run = await run_slots(
