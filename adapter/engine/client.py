@@ -41,8 +41,7 @@ def _lane_sizes(max_connections: int) -> list[int]:
 
 
 class EngineClient:
-    """One deployment's HTTP client, safe for many tasks on one event loop (``http_transport``
-    replaces httpx's network layer, as tests do)."""
+    """One deployment's HTTP client, safe for many tasks on one event loop."""
 
     def __init__(
         self,
@@ -86,8 +85,7 @@ class EngineClient:
     async def verify_served_model(
         self, expected: str, *, aliases: Sequence[str] = (), timeout_s: float = 10.0
     ) -> None:
-        """Refuse (once per client) an engine whose ``/model_info`` names another model than
-        ``expected`` or its ``aliases``; one that does not answer is left to the requests."""
+        """Refuse (once per client) an engine whose ``/model_info`` names another model."""
         if self._model_checked:
             return
         base = resolve_engine_url(self._settings)
@@ -107,9 +105,7 @@ class EngineClient:
     async def abort(
         self, worker_urls: Sequence[str] | None = None, *, timeout_s: float = 10.0
     ) -> AbortReport:
-        """Abort this client's requests on the given workers (default: the router's list): each
-        in-flight rid exactly, plus the rid prefix. SGLang answers the aborted calls as aborts.
-        """
+        """Abort each in-flight rid, and the rid prefix, on the workers (default: the router's)."""
         if worker_urls is None:
             worker_urls = await self.list_workers(timeout_s=timeout_s)
         rids = [f"{self._rid_prefix}-", *sorted(self._in_flight)]

@@ -31,9 +31,6 @@ _CONTEXT_LENGTH_PHRASES = (
 )
 
 
-# --- refusals decided before anything is sent -------------------------------------------------
-
-
 class RequestRejected(EngineError, ValueError):
     """The transport refuses the request itself; it is never sent (reported as HTTP 400)."""
 
@@ -52,9 +49,6 @@ class InvalidSamplingParams(RequestRejected):
     """A sampling parameter has a value the transport cannot translate for SGLang."""
 
 
-# --- problems found in an engine answer ------------------------------------------------------
-
-
 class MalformedOutput(EngineError, ValueError):
     """SGLang's /generate answer is inconsistent or incomplete (pure-layer signal)."""
 
@@ -69,11 +63,7 @@ class EngineAborted(EngineError):
 
 
 class PromptTooLongError(EngineError, ValueError):
-    """The prompt is over a limit or leaves no room to generate (the episode side raises it
-    again as its Verifiers' own overlong-prompt error, where one is installed)."""
-
-
-# --- classification --------------------------------------------------------------------------
+    """The prompt is over a limit or leaves no room to generate."""
 
 
 def is_context_length_message(message: str) -> bool:
@@ -87,8 +77,7 @@ def is_retryable_status(status_code: int) -> bool:
 
 
 def is_retryable_transport_error(exc: BaseException) -> bool:
-    """Failures to reach the engine, or a dropped connection, are worth a resend; a read
-    timeout (the engine is busy generating) or an exhausted pool (our own load) are not."""
+    """Failing to reach the engine, or a dropped connection; not a read timeout or a full pool."""
     return isinstance(
         exc,
         httpx.ConnectError

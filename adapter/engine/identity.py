@@ -21,8 +21,7 @@ class EngineModelMismatchError(SetupError, RuntimeError):
 
 
 def model_key(name: str) -> str:
-    """The comparable name of a model: the last path component (an HF cache snapshot gives the
-    repo name from its ``models--org--name`` folder), case-folded."""
+    """The last path component (an HF cache snapshot's ``models--org--name``), case-folded."""
     parts = PurePosixPath(name.strip().rstrip("/")).parts
     for part in reversed(parts):
         if part.startswith("models--"):
@@ -41,8 +40,7 @@ def served_models(model_info: object) -> tuple[str, ...]:
 def check_served_model(
     expected: str, model_info: object, engine_url: str, *, aliases: Sequence[str] = ()
 ) -> None:
-    """Raise :class:`EngineModelMismatchError` when ``model_info`` names only other models than
-    ``expected`` and its ``aliases`` (``--sglang-tokenizer-path``); naming none passes."""
+    """Refuse a ``model_info`` naming only other models than ``expected`` and its ``aliases``."""
     served = served_models(model_info)
     known = [expected, *(a for a in aliases if a)]
     if not served or any(

@@ -50,8 +50,7 @@ def _positive_int(body: object, key: str) -> int | None:
 async def fetch_engine_limits(
     client: httpx.AsyncClient, base_url: str, *, timeout_s: float
 ) -> EngineLimits:
-    """The engine's limits; fields it does not report (or any failure) are None. Never raises:
-    the limits only sharpen the clamp, and SGLang's own refusal is recognised without them."""
+    """The engine's limits, None where unreported; never raises (they only sharpen the clamp)."""
     body, problem = await get_json(client, base_url, _INFO_PATHS, timeout_s=timeout_s)
     if problem is not None:
         logger.info("could not read the engine's limits: %s", problem)
@@ -67,8 +66,7 @@ async def fetch_deployment_limits(
     *,
     timeout_s: float,
 ) -> EngineLimits:
-    """The limits at ``base_url``; when it is a router that does not report them (the Rust
-    sglang-router answers its own summary), the smallest of its workers' limits."""
+    """The limits at ``base_url``, else (a router's own summary) its workers' smallest."""
     limits = await fetch_engine_limits(client, base_url, timeout_s=timeout_s)
     if limits.max_req_input_len is not None:
         return limits

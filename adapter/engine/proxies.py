@@ -37,8 +37,7 @@ def _mount_key(host: str) -> str:
 
 
 def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
-    """httpx ``mounts`` that send loopback hosts (the fixed names and any loopback host among
-    ``urls``) straight to the network, whatever proxy the environment names."""
+    """httpx ``mounts`` sending loopback hosts (and those among ``urls``) past any proxy."""
     hosts = dict.fromkeys(LOOPBACK_NAMES)
     for url in urls:
         try:
@@ -51,8 +50,7 @@ def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
 
 
 def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy a client that trusts ``environ`` would send ``url`` through, or None (always
-    for loopback, which this package never proxies)."""
+    """The proxy ``environ`` names for ``url``; None for loopback, which is never proxied."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError):
@@ -76,8 +74,7 @@ def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
 
 
 def proxy_failure_note(proxy: str | None, host: str = "the host") -> str:
-    """What an error about a failed request adds when the request went through ``proxy``
-    (a failure there is the proxy's, not necessarily the server's); empty when it did not."""
+    """What an error adds about the ``proxy`` a failed request went through (empty: none)."""
     if not proxy:
         return ""
     try:
@@ -92,8 +89,7 @@ def proxy_failure_note(proxy: str | None, host: str = "the host") -> str:
 
 
 def ensure_loopback_bypass(environ: MutableMapping[str, str]) -> tuple[str, ...]:
-    """Add the loopback names to ``NO_PROXY``/``no_proxy`` when a proxy variable is set, so that
-    child processes and later clients reach loopback directly; returns the names added."""
+    """Add the loopback names to ``NO_PROXY``/``no_proxy`` when a proxy is set; those added."""
     if not any(environ.get(name) or environ.get(name.upper()) for name in _PROXY_VARS):
         return ()
     current = [

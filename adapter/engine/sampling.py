@@ -90,8 +90,7 @@ RENAMED_KEYS: Mapping[str, str] = {
 def configured_keys_dropped_by_router(
     configured: Iterable[str], router: RouterKind
 ) -> tuple[str, ...]:
-    """The SGLang names of the configured sampling keys (OpenAI names are renamed on the way to
-    SGLang, as the transport does) that ``router`` would silently drop, sorted."""
+    """The configured keys, by their SGLang names, that ``router`` would drop silently."""
     return keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in configured), router)
 
 
@@ -109,8 +108,7 @@ class SamplingTranslation:
 
 
 def check_sampling_types(params: Mapping[str, Any], source_of: Mapping[str, str]) -> None:
-    """Raise ``InvalidSamplingParams`` naming the first key whose value SGLang cannot take
-    (by the caller's own name for it: ``source_of`` maps an SGLang key to that name)."""
+    """Refuse the first value SGLang cannot take, by the caller's name (``source_of``)."""
     for key, value in params.items():
         kind = SGLANG_SAMPLING_TYPES.get(key)
         if kind is not None and not kind[0](value):
@@ -149,9 +147,8 @@ def new_token_budget(
     context_len: int | None,
     engine_limits: EngineLimits | None = None,
 ) -> int:
-    """``max_new_tokens`` for one request: its own ask, capped by the response limit and by what
-    the context leaves after the prompt; :class:`PromptTooLongError` when that is no token, or
-    the prompt is at or over the engine's reported limit (SGLang would refuse it with a 400)."""
+    """``max_new_tokens``: the ask, capped by the response limit and the context's room;
+    :class:`PromptTooLongError` for no room, or a prompt at the engine's limit (HTTP 400)."""
     budget = max_response_len if requested is None else min(requested, max_response_len)
     if engine_limits is not None:
         limit = engine_limits.max_req_input_len
@@ -196,16 +193,9 @@ def translate_sampling(
     prompt_len: int,
     engine_limits: EngineLimits | None = None,
 ) -> SamplingTranslation:
-    """Build SGLang ``sampling_params`` from a Renderers ``sampling_params`` dict.
-
-    - OpenAI/vLLM names are renamed (``RENAMED_KEYS``); a key given under both names must agree;
-    - ``None`` values mean "unset" and are left out;
-    - stop ids are the renderer's merged with the configured ones; configured stop strings apply
-      when the request has none;
-    - ``n=1``, ``no_stop_trim`` and ``skip_special_tokens`` come from the settings;
-    - ``max_new_tokens`` is clamped (:func:`new_token_budget`), ``min_new_tokens`` to it;
-    - every other key SGLang does not accept is dropped and reported.
-    """
+    """SGLang ``sampling_params`` from a Renderers dict: names renamed (both names must agree),
+    None left out, stop ids merged, configured stops when none, the settings' ``n``/trim/special
+    switches, ``max_new_tokens`` clamped (``min_new_tokens`` to it), other keys dropped."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from miles_verifiers.engine.routers import RouterKind
 from miles_verifiers.errors import SetupError
@@ -30,8 +30,8 @@ class EngineAddressError(SetupError, ValueError):
 
 
 class RoutingPolicy(enum.StrEnum):
-    """How requests tell the SGLang router which worker serves them: under the router policies
-    that read a routing key, the session id, so a rollout's turns share a worker's prefix cache."""
+    """Router policies that read a routing key get the session id: a rollout's turns share a
+    worker's prefix cache."""
 
     NONE = "none"
     CONSISTENT_HASHING = "consistent_hashing"
@@ -61,8 +61,7 @@ class TimeoutPolicy(BaseModel):
 
 
 class RetryPolicy(BaseModel):
-    """Bounded retries with exponential backoff, for connection failures and 5xx answers only
-    (a 4xx is the request's own fault)."""
+    """Bounded retries with exponential backoff (connection failures and 5xx answers only)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -88,12 +87,9 @@ class RetryPolicy(BaseModel):
 
 
 class TransportSettings(BaseModel):
-    """Everything the SGLang transport needs, validated once (the flags themselves are checked,
-    by name, in :mod:`miles_verifiers.trainer.options`).
-
-    Limits follow Miles' meaning: ``max_response_len`` caps every request's new tokens,
-    ``context_len`` prompt plus new tokens, ``max_prompt_len`` a session's first prompt only.
-    """
+    """Everything the SGLang transport needs, validated once. Limits as Miles means them:
+    ``max_response_len`` caps new tokens, ``context_len`` prompt plus new tokens,
+    ``max_prompt_len`` a session's first prompt only."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -134,15 +130,10 @@ class TransportSettings(BaseModel):
 
     @field_validator("served_model_names", "stop")
     @classmethod
-    def _no_empty_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _strings(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         if any(not item for item in value):
             raise ValueError("every entry must be a non-empty string")
-        return value
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_strings(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(value) > MAX_STOP_STRINGS:
+        if info.field_name == "stop" and len(value) > MAX_STOP_STRINGS:
             raise ValueError(
                 f"at most {MAX_STOP_STRINGS} stop strings are accepted by SGLang, got {len(value)}"
             )

@@ -23,8 +23,7 @@ def default_tls_context() -> ssl.SSLContext:
 async def get_json(
     client: httpx.AsyncClient, base_url: str, paths: Sequence[str], *, timeout_s: float
 ) -> tuple[object, str | None]:
-    """The JSON body of the first of ``paths`` that ``base_url`` serves (HTTP 404/405: try the
-    next), or None and why there is none, for a log line."""
+    """The JSON of the first of ``paths`` served (404/405: the next), or None and why not."""
     for path in paths:
         url = f"{base_url}{path}"
         try:

@@ -60,12 +60,8 @@ def _unique(urls: Sequence[str]) -> tuple[str, ...]:
 async def list_workers(
     client: httpx.AsyncClient, router_url: str, *, timeout_s: float = 10.0
 ) -> tuple[str, ...]:
-    """Worker base URLs behind a router, each once.
-
-    Tries sgl-router's ``GET /workers``, then ``GET /list_workers`` (sglang-router <= 0.2 and
-    Miles' own router). An SGLang worker reached directly serves neither: when it answers
-    ``GET /model_info``, the URL itself is the single worker.
-    """
+    """Worker base URLs behind a router, each once: ``GET /workers`` (sgl-router), else
+    ``/list_workers`` (older and Miles' routers), else a worker answering ``/model_info``."""
     router_url = router_url.rstrip("/")
     failures: list[str] = []
     not_found = 0
@@ -123,8 +119,7 @@ def _listed_urls(body: object, key: str) -> list[str]:
 async def _post_abort(
     client: httpx.AsyncClient, worker: str, rid: str, timeout_s: float
 ) -> httpx.Response:
-    """One ``/abort_request`` post, tried once more on a transport error that is not a timeout
-    (a pooled connection the worker had closed): aborting twice is harmless."""
+    """One ``/abort_request`` post, again after a non-timeout transport error (harmless)."""
     url, body = f"{worker}/abort_request", {"rid": rid}
     try:
         return await client.post(url, json=body, timeout=timeout_s)
@@ -141,8 +136,7 @@ async def abort_on_workers(
     *,
     timeout_s: float = 10.0,
 ) -> AbortReport:
-    """POST ``/abort_request {"rid": rid}`` for every rid to every worker; never raises for a
-    worker that fails, it is reported instead. SGLang answers 200 even for unknown rids."""
+    """POST every rid to every worker's ``/abort_request``; failures are reported, not raised."""
     workers = _unique(worker_urls)
     rid_list = tuple(dict.fromkeys(rids))
     if any(not rid for rid in rid_list):
