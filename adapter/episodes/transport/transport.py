@@ -78,7 +78,7 @@ class SGLangTransport(EngineClient):
         self._reported_keys: set[str] = set()
         self._sleep = sleep
         self._engine_limits: EngineLimits | None = None
-        self._limits_lock: asyncio.Lock | None = None
+        self._limits_lock = asyncio.Lock()
 
     @property
     def base_url(self) -> httpx.URL:
@@ -175,8 +175,6 @@ class SGLangTransport(EngineClient):
         if not self._settings.probe_engine_limits:
             return None
         if self._engine_limits is None:
-            if self._limits_lock is None:
-                self._limits_lock = asyncio.Lock()
             async with self._limits_lock:
                 if self._engine_limits is None:
                     timeout_s = self._settings.timeouts.connect_s

@@ -1,17 +1,14 @@
-"""Load and check a Verifiers 0.2 config and its taskset, on the episode side.
+"""Load and check a Verifiers 0.2 config and its taskset, in the order a user must fix them.
 
-Checked in the order a user must fix them: the ``VERIFIERS_CONFIG`` text (a V1 config, its
-plugins installed, a schema Verifiers accepts, a chat harness), then the taskset (loads, has
-tasks). Each failure is a :class:`ConfigError` naming the field and the fix. A missing taskset
-package comes before schema errors, since Verifiers builds the ``[taskset]`` schema from it.
-Verifiers is imported inside the functions, after the describe step checked its version.
+The config text (V1, plugins installed, a schema Verifiers accepts, a chat harness), then the
+taskset (loads, has tasks); each failure is a :class:`ConfigError` naming the field and the fix.
+A missing taskset package comes first: Verifiers builds the ``[taskset]`` schema from it.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,29 +59,24 @@ class UnsupportedHarnessError(ConfigError):
 class PluginNotInstalledError(ConfigError):
     """A taskset or harness package named in the config is not importable."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        field: str,
-        fix: str,
-        module: str,
-        install_command: str,
-    ) -> None:
-        self.module = module
-        self.install_command = install_command
-        super().__init__(message, field=field, fix=fix)
+    def __init__(self, kind: str, plugin_id: str) -> None:
+        self.module = module = plugin_module(plugin_id)
+        self.install_command = command = install_command(plugin_id)
+        super().__init__(
+            f"{kind} {plugin_id!r} from {CONFIG_ENV_VAR} is not installed: no module {module!r} "
+            "can be imported in this Python environment.",
+            field=f"{kind}.id",
+            fix=f"install it where the rollout manager runs: `{command}` (or `pip install -e "
+            f"<path>` for a local checkout of the package providing {module!r}), or correct "
+            f"[{kind}] id.",
+        )
 
 
-class TasksetError(ConfigError):
-    """The taskset could not be selected, loaded or used."""
-
-
-class NoTasksetSelectedError(TasksetError):
+class NoTasksetSelectedError(ConfigError):
     """The config names no taskset."""
 
 
-class TasksetNotInstalledError(PluginNotInstalledError, TasksetError):
+class TasksetNotInstalledError(PluginNotInstalledError):
     """The taskset package is not installed."""
 
 
@@ -92,11 +84,11 @@ class HarnessNotInstalledError(PluginNotInstalledError):
     """The harness package is not installed."""
 
 
-class TasksetLoadError(TasksetError):
+class TasksetLoadError(ConfigError):
     """Building the environment or calling the taskset's ``load()`` failed."""
 
 
-class EmptyTasksetError(TasksetError):
+class EmptyTasksetError(ConfigError):
     """The taskset loaded zero tasks."""
 
 
@@ -146,9 +138,9 @@ def check_not_legacy(data: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def _module_exists(name: str, find_spec: Callable[[str], Any]) -> bool:
+def _module_exists(name: str) -> bool:
     try:
-        return find_spec(name) is not None
+        return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a missing parent package, or an invalid name
         return False
 
@@ -168,34 +160,17 @@ def install_command(plugin_id: str) -> str:
     return f"pip install {plugin_id.split('@', 1)[0]}"
 
 
-def check_plugin_installed(
-    plugin_id: str,
-    kind: str,
-    find_spec: Callable[[str], Any] = importlib.util.find_spec,
-) -> None:
+def check_plugin_installed(plugin_id: str, kind: str) -> None:
     """Raise when the package behind a taskset/harness id cannot be imported (before
     Verifiers sees the config, which would try to install a missing Hub id over the network)."""
     module = plugin_module(plugin_id)
-    namespaced = f"{_PLUGIN_NAMESPACES[kind]}.{module}"
-    if _module_exists(namespaced, find_spec) or _module_exists(module, find_spec):
+    if _module_exists(f"{_PLUGIN_NAMESPACES[kind]}.{module}") or _module_exists(module):
         return
-    command = install_command(plugin_id)
     error_cls = TasksetNotInstalledError if kind == "taskset" else HarnessNotInstalledError
-    raise error_cls(
-        f"{kind} {plugin_id!r} from {CONFIG_ENV_VAR} is not installed: no module {module!r} can "
-        "be imported in this Python environment.",
-        field=f"{kind}.id",
-        fix=f"install it where the rollout manager runs: `{command}` (or `pip install -e "
-        f"<path>` for a local checkout of the package providing {module!r}), or correct "
-        f"[{kind}] id.",
-        module=module,
-        install_command=command,
-    )
+    raise error_cls(kind, plugin_id)
 
 
-def check_plugins_installed(
-    data: Mapping[str, Any], find_spec: Callable[[str], Any] = importlib.util.find_spec
-) -> None:
+def check_plugins_installed(data: Mapping[str, Any]) -> None:
     for table in ("taskset", "harness"):
         if table in data and not isinstance(data[table], Mapping):
             raise ConfigSchemaError(
@@ -211,10 +186,10 @@ def check_plugins_installed(
             field="taskset.id",
             fix='add a [taskset] table with id = "<taskset package>".',
         )
-    check_plugin_installed(str(taskset_id), "taskset", find_spec)
+    check_plugin_installed(str(taskset_id), "taskset")
     harness_id = _raw_table(data, "harness").get("id")
     if harness_id:
-        check_plugin_installed(str(harness_id), "harness", find_spec)
+        check_plugin_installed(str(harness_id), "harness")
 
 
 def _validate_plugin_tables(data: Mapping[str, Any], path: Path) -> None:
@@ -259,44 +234,30 @@ def validate_env_config(data: Mapping[str, Any], path: Path) -> EnvConfig:
         ) from error
 
 
-def harness_dialect(harness_cls: type) -> str:
-    """The wire dialect a harness program speaks ('chat' unless known otherwise)."""
-    module = harness_cls.__module__
-    for prefix, dialect in NON_CHAT_HARNESS_MODULES.items():
-        if module == prefix or module.startswith(prefix + "."):
-            return dialect
-    return "chat"
-
-
 def check_chat_harness(config: EnvConfig) -> None:
     from verifiers.v1.loaders import harness_class
 
-    dialect = harness_dialect(harness_class(config.harness.id))
-    if dialect != "chat":
-        raise UnsupportedHarnessError(
-            f"harness {config.harness.id!r} talks to the model in the {dialect} dialect; the "
-            "Miles transport renders chat-completion requests to token ids and serves no "
-            "other dialect.",
-            field="harness.id",
-            fix='pick a chat-completions harness in [harness] id (e.g. "default" or "null").',
-        )
+    module = harness_class(config.harness.id).__module__
+    for prefix, dialect in NON_CHAT_HARNESS_MODULES.items():
+        if f"{module}.".startswith(f"{prefix}."):
+            raise UnsupportedHarnessError(
+                f"harness {config.harness.id!r} talks to the model in the {dialect} dialect; "
+                "the Miles transport renders chat-completion requests to token ids and serves "
+                "no other dialect.",
+                field="harness.id",
+                fix='pick a chat-completions harness in [harness] id (e.g. "default" or "null").',
+            )
 
 
-def load_env_config(
-    path: Path, find_spec: Callable[[str], Any] = importlib.util.find_spec
-) -> EnvConfig:
+def load_env_config(path: Path) -> EnvConfig:
     """The validated V1 ``EnvConfig`` in the file at ``path``."""
-    return env_config_from_data(read_config_file(path), path, find_spec)
+    return env_config_from_data(read_config_file(path), path)
 
 
-def env_config_from_data(
-    data: Mapping[str, Any],
-    path: Path,
-    find_spec: Callable[[str], Any] = importlib.util.find_spec,
-) -> EnvConfig:
+def env_config_from_data(data: Mapping[str, Any], path: Path) -> EnvConfig:
     """The validated ``EnvConfig`` from a parsed config (``path`` names it in errors)."""
     check_not_legacy(data, path)
-    check_plugins_installed(data, find_spec)
+    check_plugins_installed(data)
     config = validate_env_config(data, path)
     check_chat_harness(config)
     return config
@@ -313,14 +274,8 @@ class LoadedTaskset:
 def has_group_reward(tasks: Sequence[Any]) -> bool:
     from verifiers.v1.decorators import discover_decorated
 
-    seen: set[type] = set()
-    for task in tasks:
-        if type(task) in seen:
-            continue
-        seen.add(type(task))
-        if discover_decorated(task, "group_reward"):
-            return True
-    return False
+    one_per_type = {type(task): task for task in tasks}.values()
+    return any(discover_decorated(task, "group_reward") for task in one_per_type)
 
 
 def load_taskset(config: EnvConfig) -> LoadedTaskset:

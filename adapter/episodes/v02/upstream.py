@@ -1,54 +1,41 @@
 """Every non-public piece of an upstream package the adapter relies on, in one module.
 
-No other adapter module touches a private upstream attribute or undocumented convention.
-``tests/adapter/test_upstream.py`` checks each entry below against the installed package, so
-after an upgrade the first failing test names what moved. Upstream imports stay inside the
-functions, so importing this module is cheap.
+No other adapter module touches a private upstream attribute or undocumented convention;
+``tests/adapter/test_upstream.py`` checks each entry against the installed package, so after an
+upgrade the first failing test names what moved. Upstream imports stay inside the functions.
 
 verifiers 0.2.0
-1. ``Rollout.ctx``, read when the rollout starts: set per rollout for per-rollout sampling
-   seeds (``episode()`` gives a group one context). -> :func:`set_rollout_context`
-2. ``Environment._interception``, the ``InterceptionPool`` ``serving()`` holds, and
-3. ``InterceptionPool._servers`` (``PooledServer.server.runner``, an aiohttp runner): the way
-   to the servers at call end (entry 11). -> :func:`interception_runners`
-4. ``TrainClient._renderer_pool(model, *, chat_template_kwargs=None)``, the hook
-   ``get_response`` asks for each turn's renderer: overridden to use the process-wide pool, and
-5. ``TrainClient._pool``, the slot the base hook caches it in. -> :class:`FixedRendererPool`
+1. ``Rollout.ctx``, read when the rollout starts (per-rollout seeds). -> :func:`set_rollout_context`
+2-3. ``Environment._interception`` and its ``_servers`` (``.server.runner``, aiohttp), the way
+   to the servers at call end. -> :func:`interception_runners`
+4-5. ``TrainClient._renderer_pool(model, *, chat_template_kwargs=None)``, the per-turn renderer
+   hook, and ``TrainClient._pool``, its cache slot. -> :class:`FixedRendererPool`
 
 renderers 0.1.10
 6. ``renderers.client._maybe_offload`` moves work to a thread only for a ``RendererPool``
-   instance: our pool subclasses it for that alone, and any other renderer object runs inline
-   (how short prompts render on the loop). -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
-7. ``RendererPool``'s fields ``_factory``, ``_size``, ``_sole``, ``_lock``, ``_pool`` and
-   ``_renderer_cls``, and
-8. its snapshot attributes ``supports_tools``, ``is_multimodal``, ``mm_token_type_id_map``: the
-   growing pool skips the constructor (it builds every renderer) and sets them itself.
+   (other renderers run inline). -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
+7-8. ``RendererPool``'s private fields and its ``supports_tools``, ``is_multimodal``,
+   ``mm_token_type_id_map``, set by a pool that skips the constructor.
    -> :func:`adopt_renderer_pool_fields`
-9. How ``renderers.client.generate`` (and ``TrainClient.close``) use the ``AsyncOpenAI`` it is
-   given (our transport): ``base_url``, ``get("/models")``, ``post("<base>/inference/v1/generate",
-   cast_to=httpx.Response, body=..., options={"headers": {"X-Session-ID": ...}})``, ``close()``.
-   -> :data:`GENERATE_SUFFIX`, :data:`MODELS_PATHS`, :data:`SESSION_HEADER`,
+9. How ``generate`` and ``TrainClient.close`` use the ``AsyncOpenAI`` given (our transport):
+   ``base_url``, ``get("/models")``, ``post(<base>/inference/v1/generate, ...)`` with an
+   ``X-Session-ID`` header option, ``close()``. -> :data:`GENERATE_SUFFIX`, :data:`MODELS_PATHS`,
    :func:`session_id_from_options`
-10. The wording of generate()'s refusal of tools ("does not support tools"), turned into a
-    setup error naming the flag. -> :func:`is_tools_refusal`
-13. ``Renderer._tokenizer``: its length is the vocabulary sampled ids are checked against.
-    -> :func:`renderer_vocab_size`
+10. generate()'s refusal of tools ("does not support tools"). -> :func:`is_tools_refusal`
+13. ``Renderer._tokenizer``, whose length bounds sampled ids. -> :func:`renderer_vocab_size`
 
 aiohttp 3.x
-11. ``BaseRunner._shutdown_timeout`` (60 s, no setter): shortened at call end, when a handler
-    still running belongs to a cancelled rollout. -> :func:`set_shutdown_timeout`
+11. ``BaseRunner._shutdown_timeout`` (60 s, no setter). -> :func:`set_shutdown_timeout`
 
 argparse
-12. ``ArgumentParser._option_string_actions``: the option strings, to suggest the nearest flag
-    for a misspelled one. -> :func:`known_option_strings`
+12. ``ArgumentParser._option_string_actions``, to suggest the nearest flag for a misspelled one.
+    -> :func:`known_option_strings`
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
-
-# -- verifiers: rollouts and the interception servers (entries 1-3, 11) --------------------------
 
 
 def set_rollout_context(rollout: Any, ctx: Any) -> None:
@@ -59,13 +46,9 @@ def set_rollout_context(rollout: Any, ctx: Any) -> None:
 def interception_runners(environment: Any) -> list[Any]:
     """The aiohttp runners of the interception servers ``environment.serving()`` holds now
     (none outside ``serving()``, before the first rollout, or when the private path is gone)."""
-    pool = getattr(environment, "_interception", None)
-    runners = []
-    for entry in list(getattr(pool, "_servers", None) or ()):
-        runner = getattr(getattr(entry, "server", None), "runner", None)
-        if runner is not None:
-            runners.append(runner)
-    return runners
+    servers = getattr(getattr(environment, "_interception", None), "_servers", None) or ()
+    runners = (getattr(getattr(entry, "server", None), "runner", None) for entry in list(servers))
+    return [runner for runner in runners if runner is not None]
 
 
 def set_shutdown_timeout(runner: Any, seconds: float) -> bool:
@@ -93,9 +76,6 @@ def known_option_strings(parser: Any) -> list[str]:
     return [option for option in actions if option.startswith("--")]
 
 
-# -- verifiers: TrainClient's renderer hook (entries 4-5) -----------------------------------------
-
-
 class FixedRendererPool:
     """Mixin before ``TrainClient`` in a subclass's bases: render with one given pool (set by
     :meth:`use_renderer_pool` after ``TrainClient.__init__``, which empties the slot)."""
@@ -116,8 +96,6 @@ class FixedRendererPool:
         # would need another pool, so none are taken from the request.
         return self.renderer_for_request()
 
-
-# -- renderers: the pool (entries 6-8) ------------------------------------------------------------
 
 # The fields RendererPool's constructor sets that the pool's own methods and properties read.
 RENDERER_POOL_FIELDS = ("_factory", "_size", "_sole", "_lock", "_pool", "_renderer_cls")
@@ -153,8 +131,6 @@ def adopt_renderer_pool_fields(
     if isinstance(sample, MultimodalRenderer):
         pool.mm_token_type_id_map = sample.mm_token_type_id_map
 
-
-# -- renderers: the client surface generate() uses (entries 9-10) ----------------------------------
 
 # generate() posts to "<base_url without /v1>" + this (an absolute URL).
 GENERATE_SUFFIX = "/inference/v1/generate"
