@@ -45,9 +45,14 @@ from miles_verifiers.trainer.evaluation import EvalSetup, evaluate
 from miles_verifiers.trainer.groups import new_rid_prefix, rollout_seeds
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.options import MilesOptions
-from miles_verifiers.trainer.scheduling import CheckpointPlan, TaskOrder, default_dispatch_budget
+from miles_verifiers.trainer.scheduling import (
+    CheckpointPlan,
+    TaskOrder,
+    TaskStream,
+    default_dispatch_budget,
+)
 from miles_verifiers.trainer.state_dir import claim as claim_state_dir
-from miles_verifiers.trainer.training import TaskStream, TrainSetup, train_rollout
+from miles_verifiers.trainer.training import TrainSetup, train_rollout
 
 logger = logging.getLogger(__name__)
 

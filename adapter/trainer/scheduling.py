@@ -1,12 +1,12 @@
 """Which tasks each training rollout runs, in a way that survives restarts.
 
-The taskset is cycled epoch after epoch; a task's *offset* ``o`` in the stream is position
-``o % N`` of epoch ``o // N``, each epoch in load order or (``--rollout-shuffle``) its own
-permutation derived from (``--rollout-seed``, epoch) alone. A rollout takes offsets from a
-:class:`Cursor` (carry-over first) and is settled in task order (:func:`settle`), so which tasks
-train never depends on timing. :class:`SchedulerState` remembers the cursor at every rollout
-Miles may resume at, with the stream's identity, and is persisted atomically and used only once
-validated in full and matching the current run.
+The taskset is cycled epoch after epoch; a task's *offset* ``o`` is position ``o % N`` of epoch
+``o // N``, each epoch in load order or (``--rollout-shuffle``) a permutation derived from
+(``--rollout-seed``, epoch) alone. A rollout takes offsets from a :class:`Cursor` (carry-over
+first) and is settled in task order (:func:`settle`), so which tasks train never depends on
+timing. :class:`TaskStream` keeps the cursor across calls, saved under ``--save`` as a
+:class:`SchedulerState` that is validated in full (a damaged or hand-edited file must never steer
+training) and must match the current run.
 """
 
 from __future__ import annotations
@@ -15,19 +15,29 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import os
 import random
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from miles_verifiers.errors import RolloutCallError
-from miles_verifiers.trainer.scheduling_schema import SavedState, describe_validation_error
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE_NAME = "miles_verifiers_scheduler.json"
 # Format 2 records the batch shape and Miles' checkpoints; format 1 files are refused.
@@ -104,9 +114,6 @@ class Cursor:
         fresh = list(range(self.position, self.position + count - len(from_queue)))
         rest = Cursor(self.position + len(fresh), self.carry_over[len(from_queue) :])
         return from_queue + fresh, rest
-
-    def to_json(self) -> dict[str, Any]:
-        return {"position": self.position, "carry_over": list(self.carry_over)}
 
 
 class Outcome(Enum):
@@ -331,50 +338,6 @@ class SchedulerState:
         )
         return replace(self, starts=starts, checkpoints=checkpoints)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": STATE_FORMAT,
-            "num_tasks": self.num_tasks,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "rollout_batch_size": self.rollout_batch_size,
-            "n_samples_per_prompt": self.n_samples_per_prompt,
-            "over_sampling_batch_size": self.over_sampling_batch_size,
-            "checkpoints": sorted(self.checkpoints),
-            "starts": {str(rid): c.to_json() for rid, c in sorted(self.starts.items())},
-        }
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> SchedulerState:
-        """Parse and fully validate ``data``."""
-        if data.get("format") != STATE_FORMAT:
-            raise SchedulingError(
-                f"task-scheduler state has format {data.get('format')!r}; this version reads "
-                f"format {STATE_FORMAT} only. Fix: delete {STATE_FILE_NAME} to restart the "
-                "stream at rollout_id * rollout_batch_size."
-            )
-        try:
-            parsed = SavedState.model_validate(data)
-        except ValidationError as error:
-            raise SchedulingError(
-                f"task-scheduler state is invalid ({describe_validation_error(error)}). Fix: "
-                f"delete {STATE_FILE_NAME} to restart the stream at rollout_id * "
-                "rollout_batch_size, or restore an intact copy."
-            ) from error
-        return SchedulerState(
-            parsed.num_tasks,
-            parsed.seed,
-            parsed.shuffle,
-            {
-                int(rid): Cursor(c.position, tuple(c.carry_over))
-                for rid, c in sorted(parsed.starts.items(), key=lambda item: int(item[0]))
-            },
-            parsed.rollout_batch_size,
-            parsed.n_samples_per_prompt,
-            parsed.over_sampling_batch_size,
-            frozenset(parsed.checkpoints),
-        )
-
 
 _BATCH_FLAGS = {
     "rollout_batch_size": "--rollout-batch-size",
@@ -383,11 +346,70 @@ _BATCH_FLAGS = {
 }
 
 
+_ROLLOUT_ID = re.compile(r"0|[1-9][0-9]*")
+
+
+class SavedCursor(BaseModel):
+    """A :class:`Cursor` on disk (JSON types strictly)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    position: NonNegativeInt
+    carry_over: list[NonNegativeInt]
+
+    @model_validator(mode="after")
+    def _carry_over_is_queued_in_task_order(self) -> SavedCursor:
+        if any(b <= a for a, b in zip(self.carry_over, self.carry_over[1:], strict=False)):
+            raise ValueError("carry_over must be strictly increasing (no repeats)")
+        if self.carry_over and self.carry_over[-1] >= self.position:
+            raise ValueError(
+                f"carry_over offset {self.carry_over[-1]} is not before position {self.position}"
+            )
+        return self
+
+
+class SavedState(BaseModel):
+    """A :class:`SchedulerState` on disk (JSON types strictly)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    format: Literal[2]
+    num_tasks: PositiveInt
+    seed: int
+    shuffle: bool
+    rollout_batch_size: PositiveInt | None
+    n_samples_per_prompt: PositiveInt | None
+    over_sampling_batch_size: PositiveInt | None
+    checkpoints: list[NonNegativeInt]
+    starts: dict[str, SavedCursor]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SavedState:
+        bad = [k for k in self.starts if not _ROLLOUT_ID.fullmatch(k)]
+        if bad:
+            raise ValueError(f"starts has keys that are not rollout ids: {bad[:3]}")
+        ordered = sorted((int(k), c) for k, c in self.starts.items())
+        for (rid, cursor), (next_rid, following) in zip(ordered, ordered[1:], strict=False):
+            if following.position < cursor.position:
+                raise ValueError(
+                    f"the cursor position goes back from {cursor.position} (rollout {rid}) to "
+                    f"{following.position} (rollout {next_rid})"
+                )
+        if len(set(self.checkpoints)) != len(self.checkpoints):
+            raise ValueError("checkpoints has repeats")
+        orphans = [c for c in self.checkpoints if str(c + 1) not in self.starts]
+        if orphans:
+            raise ValueError(f"checkpoints {orphans[:3]} have no saved start after them")
+        return self
+
+
 def dumps_state(state: SchedulerState) -> str:
-    return json.dumps(state.to_json(), indent=1, sort_keys=True)
+    data = {**asdict(state), "format": STATE_FORMAT, "checkpoints": sorted(state.checkpoints)}
+    return json.dumps(data, indent=1, sort_keys=True)
 
 
 def loads_state(text: str) -> SchedulerState:
+    """Parse and fully validate a saved state."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -400,7 +422,29 @@ def loads_state(text: str) -> SchedulerState:
             f"task-scheduler state is not a JSON object. Fix: delete {STATE_FILE_NAME} to "
             "restart the stream."
         )
-    return SchedulerState.from_json(data)
+    if data.get("format") != STATE_FORMAT:
+        raise SchedulingError(
+            f"task-scheduler state has format {data.get('format')!r}; this version reads "
+            f"format {STATE_FORMAT} only. Fix: delete {STATE_FILE_NAME} to restart the "
+            "stream at rollout_id * rollout_batch_size."
+        )
+    try:
+        saved = SavedState.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}"
+            for e in error.errors(include_url=False, include_input=False)
+        )
+        raise SchedulingError(
+            f"task-scheduler state is invalid ({problems}). Fix: delete {STATE_FILE_NAME} to "
+            "restart the stream at rollout_id * rollout_batch_size, or restore an intact copy."
+        ) from error
+    starts = sorted((int(rid), c) for rid, c in saved.starts.items())
+    return SchedulerState(
+        **saved.model_dump(exclude={"format", "starts", "checkpoints"}),
+        starts={rid: Cursor(c.position, tuple(c.carry_over)) for rid, c in starts},
+        checkpoints=frozenset(saved.checkpoints),
+    )
 
 
 def state_path(directory: str | os.PathLike[str]) -> Path:
@@ -421,18 +465,14 @@ def write_state(directory: str | os.PathLike[str], state: SchedulerState) -> Pat
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_directory(target.parent)
-    return target
-
-
-def _fsync_directory(directory: Path) -> None:
     # Makes the rename durable; where a directory cannot be synced the old state is read back.
     with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(target.parent, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+    return target
 
 
 def read_state(
@@ -472,3 +512,90 @@ def read_latest_checkpoint(directory: str | os.PathLike[str]) -> int | None:
     text = text.strip()
     # Anything but a plain rollout id (e.g. "release") names no rollout to resume at.
     return int(text) if text.isascii() and text.isdigit() else None
+
+
+class TaskStream:
+    """The training cursor across calls, persisted under ``--save``.
+
+    The first call reads the saved state (``--load``, else ``--save``) checked against this
+    run's stream; every finished call records where the next starts, notes Miles' newest
+    checkpoint, and writes the state back. A rollout id with no saved start falls back to
+    ``rollout_id * rollout_batch_size`` (logged once).
+    """
+
+    def __init__(
+        self,
+        order: TaskOrder,
+        rollout_batch_size: int,
+        save_dir: str | None,
+        load_dir: str | None = None,
+        *,
+        n_samples_per_prompt: int | None = None,
+        over_sampling_batch_size: int | None = None,
+        plan: CheckpointPlan | None = None,
+    ) -> None:
+        self._batch = rollout_batch_size
+        self._save_dir = save_dir
+        self._load_dir = load_dir
+        self._plan = plan or CheckpointPlan()
+        # The (empty) state this run would write: a saved one must match it.
+        self.identity = SchedulerState.for_order(
+            order,
+            rollout_batch_size=rollout_batch_size,
+            n_samples_per_prompt=n_samples_per_prompt,
+            over_sampling_batch_size=over_sampling_batch_size,
+        )
+        self._state: SchedulerState | None = None
+        self._warned_fallback = False
+
+    def _load(self) -> SchedulerState:
+        for directory in (self._load_dir, self._save_dir):
+            if not directory:
+                continue
+            saved = read_state(directory, expected=self.identity)
+            if saved is not None:
+                logger.info("resuming the Verifiers task stream from %s", state_path(directory))
+                return saved
+        return self.identity
+
+    def start(self, rollout_id: int) -> Cursor:
+        """The cursor rollout ``rollout_id`` starts from."""
+        resuming = self._state is None
+        if self._state is None:
+            self._state = self._load()
+        lookup = self._state.cursor_for(rollout_id, self._batch)
+        self._state = self._state.record(rollout_id, lookup.cursor, self._plan)
+        if resuming and rollout_id > 0:
+            # Miles resumes only after a checkpoint, so the one before this rollout exists:
+            # keep its start even when latest_checkpointed_iteration.txt names another one.
+            self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
+        if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
+            self._warned_fallback = True
+            where = (
+                f"no saved task-scheduler state for it under --save {self._save_dir}"
+                if self._save_dir
+                else "--save is not set, so no task-scheduler state is kept"
+            )
+            logger.warning(
+                "training rollout %d starts at task offset %d (rollout_id x --rollout-batch-size): "
+                "%s. If this run resumes an earlier one, some tasks may repeat or be skipped.",
+                rollout_id,
+                lookup.cursor.position,
+                where,
+            )
+        return lookup.cursor
+
+    def finish(
+        self, rollout_id: int, cursor_after_dispatch: Cursor, settlement: Settlement
+    ) -> Cursor:
+        """Record (and persist) where rollout ``rollout_id + 1`` starts."""
+        assert self._state is not None, "start() must be called before finish()"
+        following = cursor_after(cursor_after_dispatch, settlement)
+        state = self._state.record(rollout_id + 1, following, self._plan)
+        if self._save_dir:
+            latest = read_latest_checkpoint(self._save_dir)
+            if latest is not None:
+                state = state.note_checkpoint(latest, self._plan)
+            write_state(self._save_dir, state)
+        self._state = state
+        return following

@@ -53,21 +53,14 @@ from miles_verifiers.trainer.metrics import (
     trace_metrics,
 )
 from miles_verifiers.trainer.scheduling import (
-    CheckpointPlan,
     Cursor,
     DispatchBudgetError,
     Outcome,
-    SchedulerState,
     SchedulingError,
     Settlement,
     TaskOrder,
-    cursor_after,
-    read_latest_checkpoint,
-    read_state,
     settle,
-    state_path,
     tasks_to_dispatch,
-    write_state,
 )
 
 logger = logging.getLogger(__name__)
@@ -475,90 +468,3 @@ async def train_rollout(
         ),
     )
     return TrainResult(groups, metrics, settlement, dispatcher.cursor)
-
-
-class TaskStream:
-    """The training cursor across calls, persisted under ``--save``.
-
-    The first call reads the saved state (``--load``, else ``--save``) checked against this
-    run's stream; every finished call records where the next starts, notes Miles' newest
-    checkpoint, and writes the state back. A rollout id with no saved start falls back to
-    ``rollout_id * rollout_batch_size`` (logged once).
-    """
-
-    def __init__(
-        self,
-        order: TaskOrder,
-        rollout_batch_size: int,
-        save_dir: str | None,
-        load_dir: str | None = None,
-        *,
-        n_samples_per_prompt: int | None = None,
-        over_sampling_batch_size: int | None = None,
-        plan: CheckpointPlan | None = None,
-    ) -> None:
-        self._batch = rollout_batch_size
-        self._save_dir = save_dir
-        self._load_dir = load_dir
-        self._plan = plan or CheckpointPlan()
-        # The (empty) state this run would write: a saved one must match it.
-        self.identity = SchedulerState.for_order(
-            order,
-            rollout_batch_size=rollout_batch_size,
-            n_samples_per_prompt=n_samples_per_prompt,
-            over_sampling_batch_size=over_sampling_batch_size,
-        )
-        self._state: SchedulerState | None = None
-        self._warned_fallback = False
-
-    def _load(self) -> SchedulerState:
-        for directory in (self._load_dir, self._save_dir):
-            if not directory:
-                continue
-            saved = read_state(directory, expected=self.identity)
-            if saved is not None:
-                logger.info("resuming the Verifiers task stream from %s", state_path(directory))
-                return saved
-        return self.identity
-
-    def start(self, rollout_id: int) -> Cursor:
-        """The cursor rollout ``rollout_id`` starts from."""
-        resuming = self._state is None
-        if self._state is None:
-            self._state = self._load()
-        lookup = self._state.cursor_for(rollout_id, self._batch)
-        self._state = self._state.record(rollout_id, lookup.cursor, self._plan)
-        if resuming and rollout_id > 0:
-            # Miles resumes only after a checkpoint, so the one before this rollout exists:
-            # keep its start even when latest_checkpointed_iteration.txt names another one.
-            self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
-        if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
-            self._warned_fallback = True
-            where = (
-                f"no saved task-scheduler state for it under --save {self._save_dir}"
-                if self._save_dir
-                else "--save is not set, so no task-scheduler state is kept"
-            )
-            logger.warning(
-                "training rollout %d starts at task offset %d (rollout_id x --rollout-batch-size): "
-                "%s. If this run resumes an earlier one, some tasks may repeat or be skipped.",
-                rollout_id,
-                lookup.cursor.position,
-                where,
-            )
-        return lookup.cursor
-
-    def finish(
-        self, rollout_id: int, cursor_after_dispatch: Cursor, settlement: Settlement
-    ) -> Cursor:
-        """Record (and persist) where rollout ``rollout_id + 1`` starts."""
-        assert self._state is not None, "start() must be called before finish()"
-        following = cursor_after(cursor_after_dispatch, settlement)
-        state = self._state.record(rollout_id + 1, following, self._plan)
-        if self._save_dir:
-            latest = read_latest_checkpoint(self._save_dir)
-            if latest is not None:
-                state = state.note_checkpoint(latest, self._plan)
-            write_state(self._save_dir, state)
-        self._state = state
-        return following

@@ -38,6 +38,7 @@ from miles_verifiers.trainer.scheduling import (
     SchedulingError,
     Settlement,
     TaskOrder,
+    TaskStream,
     cursor_after,
     default_dispatch_budget,
     dumps_state,
@@ -47,7 +48,6 @@ from miles_verifiers.trainer.scheduling import (
     tasks_to_dispatch,
     write_state,
 )
-from miles_verifiers.trainer.training import TaskStream
 
 K, D, P = Outcome.KEPT, Outcome.DROPPED, Outcome.PENDING
 
