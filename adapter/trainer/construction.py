@@ -62,9 +62,6 @@ class Stage:
     run: Callable[[Products], StageResult]
 
 
-# -- the stages --------------------------------------------------------------------------------
-
-
 def _options(given: Products) -> StageResult:
     # Even invalid options leave a view (offending options at Miles' defaults): later stages
     # that read only well-formed parts of it (the hook paths) still report their own problems.
@@ -248,9 +245,6 @@ def inputs(
         "episodes": episodes,
         "renderer_pool_size": renderer_pool_size,
     }
-
-
-# -- running the table ---------------------------------------------------------------------------
 
 
 def build(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> dict[str, Any]:

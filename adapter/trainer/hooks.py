@@ -40,9 +40,6 @@ class RewardModelError(RolloutCallError, ValueError):
     """A Miles reward model returned something that cannot be a sample's reward."""
 
 
-# -- loading ------------------------------------------------------------------------------------
-
-
 def _import_attribute(path: str) -> Any:
     if ":" in path:
         module_name, _, attribute = path.partition(":")
@@ -82,9 +79,6 @@ def load_hook(path: str, flag: str, *, use_miles: bool) -> Callable[..., Any]:
 
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
-
-
-# -- reward models ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -176,9 +170,6 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
         options.eval.reward_key,
         flag,
     )
-
-
-# -- the set of hooks ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,9 @@
 """Miles command-line options: one validated model of everything the rollout function reads
-from Miles' ``args`` (anything with attributes; a missing one takes Miles' default).
+from Miles' ``args`` (a missing attribute takes Miles' default).
 
-Each field comes from one row of the flag table (:mod:`.miles_flags`); every rejection names
-that flag and its fix, all of them at once. Later code reads the validated values and checks
-none of them again; only what Miles fills in after construction (the router address) is read
-live from ``args``.
+Each field comes from a row of :mod:`.miles_flags`; every rejection names that flag and its fix,
+all at once. Later code trusts the validated values; only what Miles fills in after
+construction (the router address) is read live from ``args``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
@@ -73,8 +72,6 @@ def options_error(problems: Sequence[OptionProblem]) -> OptionsError:
     return InvalidOptionsError(problems)
 
 
-# -- the field-to-flag map ---------------------------------------------------------------------
-
 # Every field of MilesOptions -> the Miles flag that sets it; every rejection names its flag
 # from here. A field is read from the attribute of its own name, or the one in _ATTRIBUTES.
 FLAGS: Mapping[str, str] = MappingProxyType(
@@ -84,8 +81,6 @@ _ATTRIBUTES = {
     row.field: row.dest for row in MILES_FLAGS if row.field is not None and row.field != row.dest
 }
 
-
-# -- what the engine and the router accept ------------------------------------------------------
 
 # sglang-router reads sampling_seed as u64 while SGLang itself takes a signed 64-bit int, so a
 # seed both accept lies in [0, 2**63 - 1]. top_k is an i32 and min_new_tokens a u32 there.
@@ -121,63 +116,48 @@ def _as_tuple(value: Any) -> tuple[Any, ...] | None:
     return ("not a list",)  # refused by the element checks of the caller
 
 
-@dataclass(frozen=True)
-class _Rejection:
-    # given: refused when not None; otherwise when truthy (for rollout_global_dataset, whose
-    # store_false flag turns it off, that is when the flag is missing).
-    given: bool
-    problem: str
-    fix: str
-
-
-# Features the rollout function does not support, in the order Miles' help lists them.
-_REJECTIONS: Mapping[str, _Rejection] = {
-    "rollout_global_dataset": _Rejection(
-        False,
+# Features the rollout function does not support, in the order Miles' help lists them: a bool
+# is refused when true (rollout_global_dataset: when its store_false flag is missing), any
+# other option when given. Each row: the problem, the fix.
+_REJECTIONS: Mapping[str, tuple[str, str]] = {
+    "rollout_global_dataset": (
         "is missing, so Miles would load its own prompt dataset; the tasks come from the "
         "Verifiers taskset of the environment config instead.",
         f"pass {FLAGS['rollout_global_dataset']}.",
     ),
-    "partial_rollout": _Rejection(
-        False,
+    "partial_rollout": (
         "is set, but a Verifiers episode runs tools, user simulators and sandboxes whose "
         "state cannot be parked mid-episode and resumed in a later rollout.",
         f"remove {FLAGS['partial_rollout']}; unfinished groups are re-run from the start instead.",
     ),
-    "multimodal_keys": _Rejection(
-        True,
+    "multimodal_keys": (
         "is set, but the Verifiers transport carries text-only renderer input; images and "
         "other media are not sent to SGLang.",
         f"remove {FLAGS['multimodal_keys']}.",
     ),
-    "chat_template_path": _Rejection(
-        True,
+    "chat_template_path": (
         "is set, but prompts are rendered by the renderers package from the checkpoint's own "
         "template, which cannot load a custom Jinja file (a non-default --tito-model also "
         "sets this path).",
         f"remove {FLAGS['chat_template_path']} and pass template switches with "
         f"{FLAGS['apply_chat_template_kwargs']}, e.g. '{{\"enable_thinking\": false}}'.",
     ),
-    "use_opd": _Rejection(
-        False,
+    "use_opd": (
         "is set, but on-policy distillation needs teacher log-probs per token, which the "
         "Verifiers transport does not request.",
         f"remove {FLAGS['use_opd']}.",
     ),
-    "use_rollout_routing_replay": _Rejection(
-        False,
+    "use_rollout_routing_replay": (
         "is set, but the Verifiers transport does not ask SGLang for routed experts, so there "
         "is nothing to replay.",
         f"remove {FLAGS['use_rollout_routing_replay']}.",
     ),
-    "use_rollout_indexer_replay": _Rejection(
-        False,
+    "use_rollout_indexer_replay": (
         "is set, but the Verifiers transport does not ask SGLang for indexer top-k, so there "
         "is nothing to replay.",
         f"remove {FLAGS['use_rollout_indexer_replay']}.",
     ),
-    "multi_lora": _Rejection(
-        False,
+    "multi_lora": (
         "is set, but the Verifiers transport sends every request to a single LoRA adapter and "
         "does not record which slot produced a sample.",
         f"remove {FLAGS['multi_lora']} (a single LoRA via {FLAGS['lora_rank']} works).",
@@ -193,9 +173,6 @@ _COUNT_FIXES: Mapping[str, str] = {
     "sglang_server_concurrency": " (N >= 1), the in-flight requests per engine.",
     "save_interval": " (N >= 1), the rollouts between checkpoints, or leave it unset.",
 }
-
-
-# -- the model ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -218,8 +195,8 @@ class SamplingOptions:
     reward_key: str | None
 
 
-def _override(value: Any, fallback: Any) -> Any:
-    return fallback if value is None else value
+# Sampling values Miles' eval_<name> overrides only when set.
+_EVAL_OVERRIDES = ("temperature", "top_p", "top_k", "max_response_len", "max_context_len")
 
 
 class MilesOptions(BaseModel):
@@ -296,9 +273,9 @@ class MilesOptions(BaseModel):
     @field_validator(*_REJECTIONS, mode="plain")
     @classmethod
     def _supported(cls, value: Any, info: ValidationInfo) -> Any:
-        rejection = _REJECTIONS[str(info.field_name)]
-        if value is not None if rejection.given else bool(value):
-            raise _problem(rejection.problem, rejection.fix, "unsupported")
+        name = str(info.field_name)
+        if bool(value) if cls.model_fields[name].annotation is bool else value is not None:
+            raise _problem(*_REJECTIONS[name], "unsupported")
         return value
 
     @field_validator(*_COUNT_FIXES, mode="plain")
@@ -319,7 +296,7 @@ class MilesOptions(BaseModel):
     def _over_sampling(cls, value: Any, info: ValidationInfo) -> Any:
         batch = info.data.get("rollout_batch_size")
         if value is None or batch is None:
-            return _override(value, batch)
+            return batch if value is None else value
         if not isinstance(value, int) or value < batch:
             raise _problem(
                 f"is {value!r}, below {FLAGS['rollout_batch_size']} {batch}.",
@@ -583,40 +560,25 @@ class MilesOptions(BaseModel):
             return _default(str(info.field_name))
         return handler(value)
 
-    # -- the views later code reads ----------------------------------------------------------------
-
     @cached_property
     def train(self) -> SamplingOptions:
+        # Every field but the last two is the option rollout_<name>.
         return SamplingOptions(
-            temperature=self.rollout_temperature,
-            top_p=self.rollout_top_p,
-            top_k=self.rollout_top_k,
-            max_response_len=self.rollout_max_response_len,
-            max_context_len=self.rollout_max_context_len,
-            max_prompt_len=self.rollout_max_prompt_len,
-            min_new_tokens=self.rollout_min_new_tokens,
-            stop=self.rollout_stop,
-            stop_token_ids=self.rollout_stop_token_ids,
-            skip_special_tokens=self.rollout_skip_special_tokens,
+            **{f.name: getattr(self, f"rollout_{f.name}") for f in fields(SamplingOptions)[:-2]},
             chat_template_kwargs=self.apply_chat_template_kwargs,
             reward_key=self.reward_key,
         )
 
     @cached_property
     def eval(self) -> SamplingOptions:
-        # Miles' eval semantics: the eval_* sampling values override only when set, while the
-        # prompt cap and min-new-tokens are taken from eval_* as they are (None included).
-        train = self.train
+        # Unlike the overrides, Miles takes the eval prompt cap and minimum as they are.
+        overrides = {name: getattr(self, f"eval_{name}") for name in _EVAL_OVERRIDES}
         return replace(
-            train,
-            temperature=_override(self.eval_temperature, train.temperature),
-            top_p=_override(self.eval_top_p, train.top_p),
-            top_k=_override(self.eval_top_k, train.top_k),
-            max_response_len=_override(self.eval_max_response_len, train.max_response_len),
-            max_context_len=_override(self.eval_max_context_len, train.max_context_len),
+            self.train,
+            **{name: value for name, value in overrides.items() if value is not None},
             max_prompt_len=self.eval_max_prompt_len,
             min_new_tokens=self.eval_min_new_tokens,
-            reward_key=self.eval_reward_key or train.reward_key,
+            reward_key=self.eval_reward_key or self.reward_key,
         )
 
     @property
@@ -655,9 +617,6 @@ class MilesOptions(BaseModel):
         return self.lora_rank > 0 or self.lora_adapter_path is not None
 
 
-# -- reading Miles' args ----------------------------------------------------------------------
-
-
 def _default(name: str) -> Any:
     field = MilesOptions.model_fields[name]
     return None if field.is_required() else field.get_default(call_default_factory=True)
@@ -672,19 +631,14 @@ def _problems(error: ValidationError) -> tuple[OptionProblem, ...]:
     found = []
     for detail in error.errors():
         flag = FLAGS[str(detail["loc"][0])]
-        context = detail.get("ctx") or {}
-        if "fix" in context:
-            kind: ProblemKind = "unsupported" if detail["type"] == "unsupported" else "invalid"
-            found.append(OptionProblem(flag, kind, context["problem"], context["fix"]))
-        else:  # pydantic's own type check, on an option read as it is
-            found.append(
-                OptionProblem(
-                    flag,
-                    "invalid",
-                    f"is {detail['input']!r} ({detail['msg']}).",
-                    f"pass {flag} as Miles parses it, or leave it unset.",
-                )
-            )
+        texts = detail.get("ctx") or {}
+        if "fix" not in texts:  # pydantic's own type check, on an option read as it is
+            texts = {
+                "problem": f"is {detail['input']!r} ({detail['msg']}).",
+                "fix": f"pass {flag} as Miles parses it, or leave it unset.",
+            }
+        kind: ProblemKind = "unsupported" if detail["type"] == "unsupported" else "invalid"
+        found.append(OptionProblem(flag, kind, texts["problem"], texts["fix"]))
     return tuple(found)
 
 
