@@ -1,17 +1,17 @@
 """The command-line surface shared by ``check`` and the kit's ``rollout`` and ``demo``: a
 sub-parser with the runner's options, the typed Miles flags and the passthrough, and its
-reading into a config path and the Miles namespace."""
+reading into a config path (``--config``: a Verifiers TOML path, or a fixture config's name,
+``mv-arith`` or ``mv_arith``) and the Miles namespace."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from miles_verifiers.cli.configs import fixture_config_names, resolve_config
-from miles_verifiers.cli.environment import is_fixture_model
 from miles_verifiers.cli.flags import (
     EXTRA_FLAGS_DEST,
     EXTRA_FLAGS_OPTION,
@@ -21,9 +21,15 @@ from miles_verifiers.cli.flags import (
     parse_passthrough,
     passthrough_tokens,
 )
+from miles_verifiers.cli.kit import find_kit, fixture_config_names, is_fixture_model
 from miles_verifiers.cli.loading import DEFAULT_ROLLOUT_FUNCTION
 from miles_verifiers.cli.namespace import build_namespace
 from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR
+from miles_verifiers.errors import CommandLineError
+
+
+class ConfigNameError(CommandLineError, ValueError):
+    """``--config`` is neither a TOML path nor a known fixture config name."""
 
 
 def new_subparser(
@@ -66,6 +72,29 @@ def new_subparser(
     return parser
 
 
+def resolve_config(value: str) -> Path:
+    """The absolute config path for a ``--config`` value. A path is not checked here: the
+    adapter's config loading reports a missing or malformed file with its fix."""
+    text = value.strip()
+    if not text:
+        raise ConfigNameError(
+            "--config is empty. Fix: pass a Verifiers .toml path or a fixture config name "
+            f"({', '.join(fixture_config_names()) or 'none installed'})."
+        )
+    if text.lower().endswith(".toml") or "/" in text or "\\" in text or text.startswith("."):
+        return Path(text).expanduser().absolute()
+    kit = find_kit()
+    candidate = None if kit is None else kit.config_dir / f"{text.replace('-', '_')}.toml"
+    if candidate is not None and candidate.is_file():
+        return candidate
+    names = fixture_config_names()
+    raise ConfigNameError(
+        f"--config {text!r} is not a fixture config name and not a .toml path. Fix: pass "
+        f"one of {', '.join(names) if names else '(no fixture configs are installed)'}, or "
+        "the path of a Verifiers .toml config."
+    )
+
+
 def resolve_config_option(cli: argparse.Namespace) -> Path | None:
     """The ``--config`` path, or None to leave ``VERIFIERS_CONFIG`` as the environment has it."""
     value = getattr(cli, "config", None)
@@ -99,3 +128,20 @@ def wants_fixture_tokenizers(cli: argparse.Namespace, args: argparse.Namespace) 
     (unless the user opted out)."""
     source = getattr(args, "sglang_tokenizer_path", None) or args.hf_checkpoint
     return bool(getattr(cli, "fixture_tokenizers", True)) and is_fixture_model(source)
+
+
+@contextlib.contextmanager
+def verifiers_config(path: Path | None) -> Iterator[None]:
+    """Set ``VERIFIERS_CONFIG`` for the block (left as it is when ``path`` is None)."""
+    if path is None:
+        yield
+        return
+    previous = os.environ.get(CONFIG_ENV_VAR)
+    os.environ[CONFIG_ENV_VAR] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(CONFIG_ENV_VAR, None)
+        else:
+            os.environ[CONFIG_ENV_VAR] = previous

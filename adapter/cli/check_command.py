@@ -23,9 +23,10 @@ from miles_verifiers.cli.arguments import (
     new_subparser,
     resolve_config_option,
     rollout_function_path,
+    verifiers_config,
     wants_fixture_tokenizers,
 )
-from miles_verifiers.cli.environment import use_fixture_tokenizers, verifiers_config
+from miles_verifiers.cli.kit import use_fixture_tokenizers
 from miles_verifiers.cli.loading import construct_rollout_function, load_rollout_function
 from miles_verifiers.cli.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers.cli.schedule import plan_calls

@@ -1,11 +1,17 @@
 """The test kit (dry-run trainer, loopback engine, offline tokenizers, fixture tasksets), found
 through its ``miles_verifiers.kit`` entry point and never imported by name: installing the
-adapter into a Miles job installs the adapter only."""
+adapter into a Miles job installs the adapter only. Without it, only config paths and the
+environment's own tokenizers are used.
+
+Hugging Face libraries read where tokenizers live when they are first imported, so
+:func:`use_fixture_tokenizers` must run before anything imports them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import MutableMapping, Sequence
 from importlib.metadata import entry_points
@@ -68,3 +74,24 @@ def _needs_kit(name: str, cli: argparse.Namespace) -> int:
     error = KitMissingError(f"{name} comes with the embedded test kit. Fix: {INSTALL_HINT}.")
     sys.stderr.write(f"miles-verifiers {name}: error: {error}\n")
     return 2
+
+
+def fixture_config_names() -> list[str]:
+    """The kit's fixture configs by command-line name: ``configs/mv_arith.toml`` is ``mv-arith``."""
+    kit = find_kit()
+    if kit is None or not kit.config_dir.is_dir():
+        return []
+    return sorted(path.stem.replace("_", "-") for path in kit.config_dir.glob("*.toml"))
+
+
+def is_fixture_model(model: str | None) -> bool:
+    """Whether the test kit builds ``model``'s tokenizer offline (never without the kit)."""
+    kit = find_kit()
+    return kit is not None and model in kit.model_ids
+
+
+def use_fixture_tokenizers(environ: MutableMapping[str, str] | None = None) -> None:
+    """Build the kit's offline tokenizers (cached) and point Hugging Face at them."""
+    kit = find_kit()
+    if kit is not None:
+        kit.prepare_tokenizers(os.environ if environ is None else environ)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.cli.configs import ConfigNameError, fixture_config_names, resolve_config
+from miles_verifiers.cli.arguments import ConfigNameError, resolve_config
+from miles_verifiers.cli.kit import fixture_config_names
 
 
 def test_fixture_name_resolves_to_the_packaged_config():

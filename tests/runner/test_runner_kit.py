@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.cli import configs, environment, kit
+from miles_verifiers.cli import arguments, kit
 from miles_verifiers.cli import main as cli
 
 
@@ -40,15 +40,15 @@ def test_without_the_kit_rollout_says_what_to_install(capsys: pytest.CaptureFixt
 
 @pytest.mark.usefixtures("no_kit")
 def test_without_the_kit_a_fixture_config_name_is_refused_but_paths_work(tmp_path) -> None:
-    with pytest.raises(configs.ConfigNameError, match="no fixture configs are installed"):
-        configs.resolve_config("mv-arith")
-    assert configs.resolve_config(str(tmp_path / "env.toml")) == tmp_path / "env.toml"
+    with pytest.raises(arguments.ConfigNameError, match="no fixture configs are installed"):
+        arguments.resolve_config("mv-arith")
+    assert arguments.resolve_config(str(tmp_path / "env.toml")) == tmp_path / "env.toml"
 
 
 @pytest.mark.usefixtures("no_kit")
 def test_without_the_kit_no_tokenizers_are_built(monkeypatch: pytest.MonkeyPatch) -> None:
     environ: dict[str, str] = {}
 
-    environment.use_fixture_tokenizers(environ)
+    kit.use_fixture_tokenizers(environ)
 
     assert environ == {}

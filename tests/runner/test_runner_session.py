@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from miles_verifiers.cli.environment import use_fixture_tokenizers
+from miles_verifiers.cli.kit import use_fixture_tokenizers
 from miles_verifiers.cli.loading import RolloutFunctionPathError, load_rollout_function
 from miles_verifiers.cli.namespace import build_namespace
 from miles_verifiers.cli.schedule import plan_calls
