@@ -1,9 +1,8 @@
-"""Translation of Renderers/Verifiers sampling params into SGLang's ``SamplingParams``.
+"""Translation of OpenAI/vLLM-flavoured sampling params into SGLang's ``SamplingParams``.
 
-What arrives is OpenAI/vLLM-flavoured (Verifiers' ``SamplingConfig``, Renderers' ``stop_token_ids``,
-``logprobs``, ``skip_special_tokens``). SGLang takes no unknown keys (HTTP 500 in 0.5.15, 400 in
-0.5.23), so only the keys it accepts are forwarded, each type-checked first: a wrong type gets
-HTTP 422 from the Rust router and a bare, retried HTTP 500 from SGLang 0.5.16 (production's base).
+SGLang takes no unknown keys (HTTP 500 in 0.5.15, 400 in 0.5.23), so only the keys it accepts
+are forwarded, each type-checked first: a wrong type gets HTTP 422 from the Rust router and a
+bare, retried HTTP 500 from SGLang 0.5.16 (production's base).
 """
 
 from __future__ import annotations

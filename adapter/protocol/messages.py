@@ -1,10 +1,8 @@
 """The messages between the rollout function and its episode workers, and their version.
 
-Plain JSON (pydantic), no pickled Verifiers object, so a worker may run another Verifiers in
-another interpreter as long as it speaks the same major protocol version. Each side refuses
-another major version naming both; fields it does not know (a newer minor's) are ignored.
-Every :class:`Request` is answered by a :class:`Reply` of the same ``id``; the answer to the
-setup is the worker's hello (:class:`Ready`).
+Plain JSON, no pickled Verifiers object: a worker may run another Verifiers in another
+interpreter if it speaks the same major protocol version (a newer minor's fields are ignored).
+Each :class:`Request` is answered by the :class:`Reply` of its ``id``; a setup by :class:`Ready`.
 """
 
 from __future__ import annotations

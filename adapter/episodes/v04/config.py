@@ -1,9 +1,7 @@
 """Loading and describing a Verifiers 0.4 environment on the episode worker.
 
-The TOML (as written, or a vf-eval file with the environment under ``[env]``: see
-:mod:`.config_shape`) becomes the environment's config class and ``load_environment`` builds the
-``Env``. What the worker cannot run is refused with the field to change: a runtime that is not
-local (0.4's default is a remote sandbox), an unbounded taskset, a config Verifiers refuses.
+What the worker cannot run is refused with the field to change: a runtime that is not local
+(0.4's default is a remote sandbox), an unbounded taskset, a config Verifiers refuses.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ class Loaded04:
 
 
 def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
-    """The environment's config, validated by Verifiers 0.4, from a file in either shape; a
-    refusal names each complaint's table as written, with its fix."""
+    """The environment's config, validated by Verifiers 0.4, from a file in either shape."""
     import verifiers.v1 as vf
 
     shaped = shape04(data, path)
@@ -51,17 +48,16 @@ def read_config04(data: dict[str, Any], path: Path) -> tuple[Any, Shaped]:
 
 
 def check_local_runtimes(config: Any, path: Path, prefix: tuple[str, ...] = ()) -> None:
-    """Refuse a seat whose runtime is remote: the worker's own guard at setup (construction
-    refuses the same from the description, with every other seat problem)."""
+    """Refuse a seat whose runtime is remote (construction refuses it from the description)."""
     from verifiers.v1.env import agent_config_fields
-    from verifiers.v1.runtimes import runtime_is_local
 
     for seat, spec in agent_config_fields(config).items():
-        if not runtime_is_local(spec.runtime):
-            kind = getattr(spec.runtime, "type", type(spec.runtime).__name__)
+        described = describe_runtime04(spec.runtime)
+        if not described.local:
             runtime = table(prefix, seat, "runtime")
             raise ConfigError(
-                f"{CONFIG_ENV_VAR} file {path}: the {seat!r} seat runs in the {kind!r} runtime, "
+                f"{CONFIG_ENV_VAR} file {path}: the {seat!r} seat runs in the "
+                f"{described.type!r} runtime, "
                 f"a remote sandbox (Verifiers 0.4's default when {runtime} is not set); "
                 "the Miles episode worker runs local runtimes only.",
                 field=f"{runtime} type",
@@ -77,8 +73,8 @@ def describe_runtime04(runtime: Any) -> RuntimeDescription:
 
 
 def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
-    """Each seat's ``trainable`` after the environment's ``setup()`` (a judge or a user simulator
-    marks itself untrainable there); None when setup() needs more than the config."""
+    """Each seat's ``trainable`` after the environment's ``setup()`` (where judges and user
+    simulators mark themselves); None when setup() needs more than the config."""
     import verifiers.v1 as vf
     from verifiers.v1.configs.agent import resolve_agent
     from verifiers.v1.env import agent_config_fields
@@ -97,23 +93,18 @@ def seat_standings04(environment: Any, config: Any) -> dict[str, bool] | None:
         return None
 
 
-def runs_per_episode04(environment: Any) -> int | None:
-    """Traces one episode gives each seat, where the environment type fixes it, else None."""
+def describe_seats04(environment: Any, config: Any) -> list[SeatDescription]:
+    from verifiers.v1.env import agent_config_fields
     from verifiers.v1.envs.best_of_n import BestOfNEnv
     from verifiers.v1.envs.single_agent.env import SingleAgentEnv
 
-    if isinstance(environment, BestOfNEnv):
-        return int(environment.config.n)
-    if isinstance(environment, SingleAgentEnv):
-        return 1
-    return None
-
-
-def describe_seats04(environment: Any, config: Any) -> list[SeatDescription]:
-    from verifiers.v1.env import agent_config_fields
-
     standings = seat_standings04(environment, config)
-    runs = runs_per_episode04(environment)
+    # Traces one episode gives each seat, where the environment type fixes it.
+    runs = None
+    if isinstance(environment, BestOfNEnv):
+        runs = int(environment.config.n)
+    elif isinstance(environment, SingleAgentEnv):
+        runs = 1
     return [
         SeatDescription(
             name=name,
@@ -149,8 +140,7 @@ def _config_nodes(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str,
 
 
 def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRuntimeDescription]:
-    """The tool servers with a runtime of their own (not external by ``url``, nor ``colocated``
-    in their seat's), and every other runtime the config names outside the seats."""
+    """Tool servers' own runtimes (not ``url``/``colocated``), and the config's others."""
     from typing import get_args
 
     from verifiers.v1.env import agent_config_fields
@@ -201,8 +191,8 @@ def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRu
 
 
 def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -> Loaded04:
-    """The validated config, its environment and its tasks (in taskset order); with
-    ``check_runtimes`` False the describe step reports the seats' runtimes instead."""
+    """The validated config, its environment and its tasks (the describe step reports the
+    seats' runtimes: ``check_runtimes`` False)."""
     import verifiers.v1 as vf
 
     path = Path(config_path)
@@ -235,8 +225,7 @@ def load04(config_path: str, config_text: str, *, check_runtimes: bool = True) -
 
 
 def renderer_config04(identity: str | None) -> Any:
-    """The Renderers config for a known model id (None: Renderers resolves it from the
-    tokenizer's own name, which a local checkpoint path does not match)."""
+    """The Renderers config for a known model id (None: from the tokenizer's own name)."""
     if identity is None:
         return None
     from renderers.base import MODEL_RENDERER_MAP
@@ -247,8 +236,8 @@ def renderer_config04(identity: str | None) -> Any:
 
 
 def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | None:
-    """Render one user turn with the renderer the episodes will build, refusing one that cannot
-    (a checkpoint without a chat template would fail every request); the tokenizer's ``len``."""
+    """The tokenizer's ``len``, after rendering one user turn as the episodes will (a checkpoint
+    without a chat template would fail every request)."""
     import json
 
     from renderers import create_renderer

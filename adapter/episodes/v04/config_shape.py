@@ -1,10 +1,8 @@
 """A Verifiers 0.4 config file as users write it, and what to tell them when it is refused.
 
-Two shapes are accepted: the environment config itself, and the file ``vf-eval`` reads, which
-holds it under ``[env]`` beside the eval run's own settings; those are Miles' to decide, through
-its flags, and are set aside with a note naming the flag. A refusal names each of Verifiers'
-complaints in the file's terms (``[env.agent]``), with a fix for it (a seat-name typo gets the
-seat names, a 0.2-style key the table it moved to).
+Accepted: the environment config itself, or a ``vf-eval`` file holding it under ``[env]`` (its
+run settings are Miles' flags to decide: set aside with a note naming the flag). A refusal names
+each of Verifiers' complaints in the file's terms (``[env.agent]``), with its fix.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ ENV_TABLE = "env"
 
 @dataclass(frozen=True)
 class Shaped:
-    """The environment config's data, the tables it was written under (``("env",)`` in a
-    vf-eval file) and what was set aside, one note each."""
+    """The environment config's data, its tables' ``prefix`` (vf-eval's ``env``), the notes."""
 
     data: dict[str, Any]
     prefix: tuple[str, ...]
@@ -53,9 +50,7 @@ def table(prefix: Sequence[str], *path: str) -> str:
 
 
 def shape04(data: dict[str, Any], path: Path) -> Shaped:
-    """The environment config in ``data``: as it is, or unwrapped from a vf-eval file's
-    ``[env]`` with the run settings beside it set aside (a note each); anything else beside
-    ``[env]`` is refused, naming it."""
+    """``data``, or a vf-eval file's ``[env]`` with its run settings set aside (a note each)."""
     if ENV_TABLE not in data:
         return Shaped(data, (), ())
     env = data[ENV_TABLE]

@@ -44,15 +44,6 @@ EPISODE_ERROR = "EpisodeError"
 EPISODE_TIMEOUT = "EpisodeTimeoutError"
 
 
-@dataclass(frozen=True)
-class SlotsRun:
-    """What running one group's slots produced (records in rollout order)."""
-
-    traces: tuple[TraceRecord, ...]
-    failure: str | None = None
-    error: EpisodeErrorRecord | None = None
-
-
 def client_config04(setup: WorkerSetup, base_url: str) -> Any:
     """The TrainClientConfig of one call: the marker address and the renderer to use."""
     from verifiers.v1 import TrainClientConfig
@@ -136,25 +127,6 @@ def _unscored(record: TraceRecord) -> EpisodeErrorRecord | None:
     )
 
 
-def _slot_records(
-    slot: int,
-    traces: Sequence[Any],
-    verdict: EpisodeErrorRecord | None,
-    recovered: int,
-    prefix_cache: Any,
-) -> list[TraceRecord]:
-    records = []
-    for trace in traces:
-        record = trace_record04(trace, prefix_cache, rollout=slot)
-        error = verdict or _unscored(record)
-        records.append(
-            record.model_copy(
-                update={"episode_error": error, "episode_recovered_errors": recovered}
-            )
-        )
-    return records
-
-
 @dataclass(frozen=True)
 class LateSlot:
     """A slot cancelled at the group's deadline, with the traces it had reached."""
@@ -164,31 +136,34 @@ class LateSlot:
     deadline_s: float
 
 
-def _late_verdict(slot: int, late: LateSlot) -> EpisodeErrorRecord:
-    return _error(
-        EPISODE_TIMEOUT,
-        f"rollout {slot} of task {late.task.data.idx} ran past its deadline of "
-        f"{late.deadline_s:g} s and was cancelled",
-        timeout=True,
-    )
-
-
-def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRun:
+def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> GroupResult:
     """The records of the group's slots (an episode or a :class:`LateSlot` each), each with its
     episode's verdict, and why the group fails when a slot yields no trainable trace."""
     records: list[TraceRecord] = []
     # Why the first slot that yielded no trainable trace failed (the group fails with it).
     missing: EpisodeErrorRecord | None = None
     for slot, episode in enumerate(episodes):
+        idx = episode.task.data.idx
         verdict: EpisodeErrorRecord | None
         if isinstance(episode, LateSlot):
-            traces, verdict, recovered = episode.reached, _late_verdict(slot, episode), 0
+            traces, recovered = episode.reached, 0
+            verdict = _error(
+                EPISODE_TIMEOUT,
+                f"rollout {slot} of task {idx} ran past its deadline of {episode.deadline_s:g} s "
+                "and was cancelled",
+                timeout=True,
+            )
         else:
             traces, verdict = episode.traces, episode_verdict(episode)
             recovered = len(episode.errors) if episode.ok else 0
-        idx = episode.task.data.idx
         trainable = [t for t in traces if _trainable(t)]
-        records += _slot_records(slot, trainable, verdict, recovered, prefix_cache)
+        for trace in trainable:
+            record = trace_record04(trace, prefix_cache, rollout=slot)
+            update = {
+                "episode_error": verdict or _unscored(record),
+                "episode_recovered_errors": recovered,
+            }
+            records.append(record.model_copy(update=update))
         if len(trainable) > 1:
             # Every episode of such an environment does the same: stop the call, naming the fix,
             # rather than drop group after group until the replacement budget runs out.
@@ -202,16 +177,16 @@ def judge_episodes(episodes: Sequence[Any], prefix_cache: Any = None) -> SlotsRu
             refusal = _error(
                 TRAINABLE_COUNT_ERROR, tag_with_code(UNSUPPORTED_REQUEST_CODE, message)
             )
-            return SlotsRun(tuple(records), "episode_error", refusal)
+            return GroupResult(traces=records, failure="episode_error", error=refusal)
         if not trainable and missing is None:
             missing = verdict or _error(
                 TRAINABLE_COUNT_ERROR,
                 f"rollout {slot} of task {idx} yielded no trace of a trainable agent",
             )
     if missing is None:
-        return SlotsRun(tuple(records))
-    kind = "episode_timeout" if missing.timeout else "episode_error"
-    return SlotsRun(tuple(records), kind, missing)
+        return GroupResult(traces=records)
+    failure = "episode_timeout" if missing.timeout else "episode_error"
+    return GroupResult(traces=records, failure=failure, error=missing)
 
 
 async def run_slots(
@@ -222,7 +197,7 @@ async def run_slots(
     semaphore: asyncio.Semaphore | None,
     deadline_s: float,
     prefix_cache: Any = None,
-) -> SlotsRun:
+) -> GroupResult:
     """``len(contexts)`` independent episodes of ``task``, slot ``k`` with ``contexts[k]``.
 
     Never raises for the episodes' own failures: a slot still running at the deadline is
@@ -247,7 +222,8 @@ async def run_slots(
             continue
         error = run.exception()
         if error is not None:
-            return SlotsRun((), "episode_error", _error(type(error).__name__, str(error)))
+            error_record = _error(type(error).__name__, str(error))
+            return GroupResult(traces=[], failure="episode_error", error=error_record)
         outcomes.append(run.result())
     return judge_episodes(outcomes, prefix_cache)
 
@@ -286,7 +262,7 @@ class Generation04:
     async def run_group(self, built: Built, call: OpenCall, request: GroupRequest) -> GroupResult:
         client = client_config04(built.setup, call.base_url)
         kwargs = json.loads(built.setup.renderer.chat_template_kwargs_json or "{}")
-        run = await run_slots(
+        return await run_slots(
             call.scope.environment,
             built.tasks[request.task_index],
             contexts04(call.start.model, client, kwargs, request.sampling),
@@ -294,5 +270,3 @@ class Generation04:
             deadline_s=request.deadline_s,
             prefix_cache=call.scope.transport.prefix_cache_usage,
         )
-        failure = run.failure if run.failure in ("episode_error", "episode_timeout") else None
-        return GroupResult(traces=list(run.traces), failure=failure, error=run.error)

@@ -1,13 +1,9 @@
 """What a Verifiers 0.4 seat's harness needs on the worker's machine, checked before any episode.
 
-Verifiers 0.4's stock harnesses run their agent as a PEP 723 script that the seat's ``setup``
-prepares with ``uv`` (``uv sync --script``, resolving its dependencies against a package index).
-In the host ``subprocess`` runtime that needs ``uv`` on the workers' ``PATH`` (without it
-Verifiers fetches ``uv`` itself and every episode fails at setup) and a reachable index: the step
-runs with ``UV_OFFLINE=false``, so a warm ``uv`` cache does not stand in for one. Both are checked
-in bounded time, in the worker's own interpreter, for the seats whose harness class (or a base
-short of ``Harness``) calls one of :data:`UV_SCRIPT_CALLS`: ``uv`` able to sync scripts, then
-``uv pip compile`` of Verifiers' chat program's dependencies as a probe of the index.
+Stock harnesses run their agent as a PEP 723 script the seat's ``setup`` prepares with ``uv``
+(``UV_OFFLINE=false``: a warm cache does not stand in for the index). In the host ``subprocess``
+runtime that needs ``uv`` on the workers' ``PATH`` (else every episode fails at setup) and a
+reachable index; both are probed, bounded, for harnesses that call :data:`UV_SCRIPT_CALLS`.
 """
 
 from __future__ import annotations
@@ -122,8 +118,7 @@ def _where(seat: UvSeat, path: Path) -> str:
 
 
 def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> str:
-    """The ``uv`` the seat's harness would run; refuses a missing one or one too old for
-    scripts."""
+    """The ``uv`` the seat's harness would run; refuses a missing one or one too old."""
     where = _where(seat, path)
     uv = shutil.which("uv", path=environ.get("PATH", os.defpath))
     if uv is None:
@@ -158,8 +153,8 @@ def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> st
 
 
 def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -> None:
-    """Resolve the chat program's dependencies as the seat's setup would (``UV_OFFLINE`` off,
-    the harness's environment on top), in bounded time; refuse when uv cannot."""
+    """Resolve the chat program's dependencies as the seat's setup would; refuse when uv
+    cannot (bounded)."""
     env = {**environ, **seat.env, "UV_OFFLINE": "false"}
     env.setdefault("UV_HTTP_TIMEOUT", INDEX_HTTP_TIMEOUT_S)
     where = _where(seat, path)
@@ -205,9 +200,8 @@ def check_harness_needs04(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Refuse a seat whose harness cannot prepare its program on the worker (no ``uv``, or no
-    index); ``environ`` is the workers' environment (by default this process's, as the describe
-    step runs with the workers' ``PATH``)."""
+    """Refuse a seat whose harness cannot prepare its program (no ``uv``, or no index);
+    ``environ``: the workers' (by default this process's: describing runs with their ``PATH``)."""
     seats = uv_seats(config, prefix)
     if not seats:
         return

@@ -1,7 +1,6 @@
-"""A Verifiers 0.4 trace as the protocol's :class:`TraceRecord` (worker side), the record the 0.2
-worker sends. A branch's turn count is its sampled nodes, an unscored reward is None, and the
-stamps travel as Verifiers set them: ``ok`` (never an empty error list: a trace that recovered
-under retries keeps its errors) and ``is_timeout``; a trace not ok without an error gets one.
+"""A Verifiers 0.4 trace as the protocol's :class:`TraceRecord`. The stamps travel as Verifiers
+set them: ``ok`` (not an empty error list: a trace that recovered under retries keeps its
+errors) and ``is_timeout``; a trace not ok without an error gets one.
 """
 
 from __future__ import annotations

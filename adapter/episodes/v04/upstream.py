@@ -99,8 +99,7 @@ def _hooked(original: Callable[[Any], Any], loans: TransportLoans) -> Callable[[
 
 
 def install_transport_hook(loans: TransportLoans) -> TransportLoans:
-    """Wrap the interception server's ``resolve_client`` once per process; the loans the
-    installed hook reads (the first installer's)."""
+    """Wrap ``resolve_client`` once per process; the loans the installed hook reads."""
     from verifiers.v1.interception import server
 
     current = server.resolve_client

@@ -1,9 +1,8 @@
 """The trainer side of one rollout call, whichever backend runs its episodes.
 
-Winding a call down cancels its waiting group tasks, has every worker end the call (each
-aborts its own requests, rid by rid), then, whenever anything could still run, aborts the rid
-prefix of every worker that took part, a lost one included: SGLang acts on an exact rid only
-when one tokenizer process serves it.
+Winding down cancels waiting groups and has every worker end the call (aborting its requests
+rid by rid); if anything could still run, every worker's rid prefix is aborted too, a lost one's
+included (SGLang acts on an exact rid only when one tokenizer process serves it).
 """
 
 from __future__ import annotations

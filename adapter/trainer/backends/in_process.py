@@ -32,8 +32,8 @@ _Body = TypeVar("_Body")
 
 
 class InProcessEpisodes:
-    """One handler in this process, both the episode side construction asks and the backend
-    the calls run on; a call's rid prefix is its call id."""
+    """One handler in this process, asked by construction and by the calls (rid prefix: the
+    call id)."""
 
     python: str | None = None  # no workers' interpreter: the episodes run in this one
 
@@ -97,8 +97,7 @@ def _expect(body: Any, kind: type[_Body], what: str) -> _Body:
 
 
 def _answer_now(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run one of the handler's answers from synchronous construction (on a thread of its own
-    when construction runs on an event loop, which must not block)."""
+    """Run a handler's answer from synchronous code (in a thread when on an event loop)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -38,8 +38,7 @@ TERMINATE_GRACE_S = procs.STOP_BOUND_S + 5.0
 
 
 class WorkerTemplate:
-    """The process local workers are forked from, started at the first fork (again if it died);
-    thread-safe, its calls block briefly."""
+    """The process workers are forked from, started at the first fork (thread-safe)."""
 
     def __init__(self, python: str | None = None) -> None:
         self.python = python or sys.executable
@@ -50,8 +49,7 @@ class WorkerTemplate:
         self._tokenizer_options: list[str] = []
 
     def preload_tokenizer(self, source: str, copies: int) -> None:
-        """Have the template load ``copies`` tokenizers of ``source`` for its forks, when it
-        starts."""
+        """Have the template load ``copies`` tokenizers of ``source`` when it starts."""
         self._tokenizer_options = ["--tokenizer", source, "--copies", str(copies)]
 
     def child_environ(self) -> dict[str, str]:
@@ -64,7 +62,7 @@ class WorkerTemplate:
         self, environ: dict[str, str], *, entry: str = "worker", stderr: int | None = None
     ) -> tuple[int, int, int]:
         """A new process running ``entry``: its pid, stdin's write end and stdout's read end
-        (ours to close). A template found dead is started again, once."""
+        (ours to close); a dead template is started again, once."""
         with self._lock:
             if self._closed:
                 raise WorkerLostError("the episode workers' template was closed")

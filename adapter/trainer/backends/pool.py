@@ -1,11 +1,10 @@
 """Hands task groups to episode workers (local processes or Ray actors) and keeps them running.
 
-A group goes to the least loaded worker (ties to the lowest index). Workers start at a call's
-first group and are reused across calls, each under its own rid prefix per call. A worker that
-exits, fails to start, or does not answer by the group's deadline plus a margin is *lost*: its
-groups come back as ``worker_lost`` runs, and the next group starts a fresh worker, within
-``restarts_per_call`` (:class:`WorkerRestartLimitError`). A hello whose versions differ from
-the description stops the call. :meth:`WorkerPool.close` stops every worker, from any thread.
+A group goes to the least loaded worker. Workers start at a call's first group and are reused
+across calls, under a rid prefix per call. A worker that exits, fails to start, or misses the
+group's deadline plus a margin is *lost*: its groups come back as ``worker_lost`` runs, and the
+next group starts a fresh one, within ``restarts_per_call``. A hello with other versions than
+the description stops the call.
 """
 
 from __future__ import annotations
@@ -44,7 +43,9 @@ class WorkerLostError(RolloutCallError):
 
 
 class WorkerLink(Protocol):
-    """One running worker: send a request's bytes, get the reply's bytes."""
+    """One running worker: request bytes in, reply bytes out (:class:`WorkerLostError` if it
+    dies or is late); ``kill`` stops it from any thread (blocking, bounded), ``stop`` on its
+    event loop without blocking it."""
 
     @property
     def alive(self) -> bool: ...
@@ -52,14 +53,11 @@ class WorkerLink(Protocol):
     @property
     def description(self) -> str: ...
 
-    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes:
-        """The reply; :class:`WorkerLostError` if the worker dies or is late (then killed)."""
+    async def request(self, request_id: int, payload: bytes, *, timeout_s: float) -> bytes: ...
 
-    def kill(self) -> None:
-        """Stop the worker now, from any thread, blocking and bounded."""
+    def kill(self) -> None: ...
 
-    async def stop(self) -> None:
-        """:meth:`kill` on the worker's event loop, without blocking it."""
+    async def stop(self) -> None: ...
 
 
 class WorkerRestartLimitError(RolloutCallError):
@@ -260,27 +258,17 @@ class WorkerPool:
             link, prefix = await self._ready(slot, call)
             body = await self._ask(link, request, request.deadline_s + self.limits.answer_margin_s)
         except WorkerLostError as error:
-            await self._lose(slot, link, call, prefix, error)
+            logger.warning("%s; its groups are dropped as worker_lost", error)
+            link = link or slot.link
+            if link is not None:  # a hung worker is still running; a dead one left a group
+                await self._drop(slot, link)
+            call.worker_lost(prefix)
             return GroupRun((), "worker_lost", error)
         finally:
             slot.load -= 1
         if not isinstance(body, GroupResult):
             raise WorkerRefusedError(f"{link.description} answered a group with {body.kind}")
         return group_run(body)
-
-    async def _lose(
-        self,
-        slot: _Slot,
-        link: WorkerLink | None,
-        call: CallOnWorkers,
-        prefix: str | None,
-        error: WorkerLostError,
-    ) -> None:
-        logger.warning("%s; its groups are dropped as worker_lost", error)
-        link = link or slot.link
-        if link is not None:  # a hung worker is still running; a dead one left a group
-            await self._drop(slot, link)
-        call.worker_lost(prefix)
 
     async def _drop(self, slot: _Slot, link: WorkerLink) -> None:
         """Stop a lost worker, taking it out of ``slot`` if it is still there."""

@@ -64,8 +64,7 @@ def _setup_error_classes() -> dict[str, type[SetupError]]:
 
 
 def _as_setup_error(refused: Refused) -> SetupError:
-    """The episode side's construction error as the same class here, else its nearest base
-    known here, so a check reads the same whichever side made it."""
+    """The episode side's error as the same class here, else its nearest base known here."""
     known = _setup_error_classes()
     if refused.error_type in known:
         cls, message = known[refused.error_type], refused.message
@@ -81,8 +80,7 @@ def _as_setup_error(refused: Refused) -> SetupError:
 def describe_elsewhere(
     python: str, request: DescribeRequest, template: WorkerTemplate | None = None
 ) -> Description:
-    """The description from a process forked by ``template`` (the workers'), else by a
-    template of its own started with ``python``."""
+    """The description from a process forked by ``template``, else by one with ``python``."""
     payload = Request(id=1, body=request).model_dump_json().encode()
     own = template is None
     template = template or WorkerTemplate(python)
@@ -159,8 +157,7 @@ def choose_episode_side(settings: Any, *, describe_only: bool = False) -> Episod
 
 
 class EpisodeWorkers:
-    """Local worker processes, forked by the template that forked the describe step, or Ray
-    actors (the template then served the describe step only)."""
+    """Local worker processes, forked by the template that described, or Ray actors."""
 
     def __init__(self, python: str, template: WorkerTemplate | None, *, ray: bool) -> None:
         self.python = python
@@ -215,8 +212,7 @@ def worker_setup(
     transport: Mapping[str, Any],
     cleanup: CleanupSpec,
 ) -> WorkerSetup:
-    """The setup message: the config as text (workers need not see the trainer's files, only
-    the taskset packages), the renderer, transport templates and cleanup limits."""
+    """The setup message (the config as text: workers need not see the trainer's files)."""
     return WorkerSetup(
         config_path=config_path,
         config_text=config_text,
