@@ -17,14 +17,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from miles_verifiers.errors import describe_error, is_unsupported_request
-from miles_verifiers.protocol.records import TaskRecord, TraceRecord, serialize_prompt
-from miles_verifiers.trainer.contract.compat import build_sample
+from miles_verifiers.protocol.records import TaskRecord, TraceRecord
 from miles_verifiers.trainer.conversion import (
     METADATA_KEY,
     BranchPolicy,
     ConversionError,
     MultipleBranchesError,
+    SampleFields,
     looks_like_engine_abort,
+    new_sample,
     trace_reward,
     trace_to_sample,
 )
@@ -33,7 +34,6 @@ from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     TRAIN_PREFIX,
     merge,
-    summarize_trace,
     trace_metrics,
     with_eval_prefix,
 )
@@ -64,50 +64,16 @@ class EvalEntry:
 
 
 def empty_sample(
-    sample_cls: Any,
-    *,
-    task: TaskRecord,
-    trace: TraceRecord | None,
-    group_index: int,
-    index: int,
-    reward_key: str | None,
-    status: str,
-    weight_version: Any,
-    error: str | None,
+    trace: TraceRecord | None, task: TaskRecord, status: str, error: str | None, **fields: Any
 ) -> Any:
     """The entry for a rollout with no token sequence."""
-    if trace is not None:
-        task = trace.task
-    info: dict[str, Any] = {
-        "trace_id": trace.id if trace is not None else None,
-        "task_index": task.idx,
-        "rewards": dict(trace.rewards) if trace is not None else {},
-        "metrics": dict(trace.metrics) if trace is not None else {},
-        "stop_condition": trace.stop_condition if trace is not None else None,
-        "num_turns": 0,
-        "empty_trace": True,
-    }
+    info: dict[str, Any] = {"num_turns": 0, "empty_trace": True}
     if trace is not None and trace.error is not None:
         info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
     if error is not None:
         info["episode_error"] = error
-    return build_sample(
-        sample_cls,
-        routing_key=info["trace_id"],
-        group_index=group_index,
-        index=index,
-        prompt=serialize_prompt(task.prompt),
-        tokens=[],
-        response="",
-        response_length=0,
-        label=task.label,
-        reward=trace_reward(trace, reward_key, strict=False),
-        loss_mask=[],
-        rollout_log_probs=[],
-        weight_versions=[] if weight_version is None else [str(weight_version)],
-        status=getattr(sample_cls.Status, status),
-        metadata={METADATA_KEY: info},
-    )
+    task = trace.task if trace is not None else task
+    return new_sample(trace, task, None, info, status=status, **fields)
 
 
 def group_entries(
@@ -123,16 +89,15 @@ def group_entries(
     group_error = None if run.ok else describe_error(run.error) if run.error else run.failure
     entries: list[EvalEntry] = []
     for k, trace in enumerate(rollout_traces(run.traces, n)):
-        common = {
-            "task": task,
-            "trace": trace,
+        fields: SampleFields = {
             "group_index": position,
-            "index": position * n + k,
-            "reward_key": setup.reward_key,
             "weight_version": weight_version,
+            "sample_cls": setup.sample_cls,
         }
+        index = position * n + k
+        empty = {**fields, "index": index, "reward_key": setup.reward_key}
         if trace is None:
-            sample = empty_sample(setup.sample_cls, status="FAILED", error=group_error, **common)
+            sample = empty_sample(None, task, "FAILED", group_error, **empty)
             entries.append(EvalEntry(sample, None, failed=True, empty=True))
             continue
         episode_error = describe_error(trace.episode_error) if trace.episode_error else None
@@ -141,27 +106,18 @@ def group_entries(
         aborted = trace.failed and looks_like_engine_abort(trace.error)
         failure = "ABORTED" if aborted else "FAILED"
         try:
-            sample = trace_to_sample(
-                trace,
-                group_index=position,
-                index=position * n + k,
-                policy=setup.branch_policy,
-                weight_version=weight_version,
-                sample_cls=setup.sample_cls,
-            )
+            sample = trace_to_sample(trace, index=index, policy=setup.branch_policy, **fields)
         except MultipleBranchesError:
             raise
         except ConversionError as error:
             logger.warning("evaluation rollout %s cannot be converted: %s", trace.id, error)
-            sample = empty_sample(
-                setup.sample_cls, status=failure, error=describe_error(error), **common
-            )
+            sample = empty_sample(trace, task, failure, describe_error(error), **empty)
             entries.append(EvalEntry(sample, trace, failed=True, empty=True))
             continue
         if sample is None:
             stopped = trace.is_truncated or trace.is_timeout  # a stop Verifiers scored
             status = "TRUNCATED" if stopped and not failed else failure
-            sample = empty_sample(setup.sample_cls, status=status, error=episode_error, **common)
+            sample = empty_sample(trace, task, status, episode_error, **empty)
             entries.append(EvalEntry(sample, trace, failed=failed, empty=True))
             continue
         # A Miles reward model replaces the reward later, and the eval reward key names a key of
@@ -249,7 +205,7 @@ async def evaluate(
     traces = [e.trace for e in entries if e.trace is not None]
     metrics = with_eval_prefix(
         merge(
-            trace_metrics([summarize_trace(t) for t in traces], TRAIN_PREFIX),
+            trace_metrics(traces, TRAIN_PREFIX),
             {
                 f"{TRAIN_PREFIX}failed_rollouts": float(sum(e.failed for e in entries)),
                 f"{TRAIN_PREFIX}empty_traces": float(sum(e.empty for e in entries)),

@@ -9,7 +9,6 @@ are over what the caller passes: the traces and samples returned, not the droppe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,68 +30,33 @@ DROP_WORKER_LOST = "worker_lost"  # the episode worker running the group died or
 GROUPS_REPLACED = "groups_replaced"
 
 
-@dataclass(frozen=True)
-class TraceSummary:
-    """The few numbers metrics need from one verifiers trace."""
-
-    reward: float
-    failed: bool
-    is_truncated: bool
-    num_turns: int
-    response_tokens: int
-    total_tokens: int
-    rewards: Mapping[str, float] = field(default_factory=dict)
-    metrics: Mapping[str, float] = field(default_factory=dict)
-    is_timeout: bool = False
-    recovered_errors: int = 0
-    episode_recovered_errors: int = 0
-
-
-def summarize_trace(trace: TraceRecord) -> TraceSummary:
-    return TraceSummary(
-        reward=float(trace.reward),
-        failed=trace.failed,
-        is_truncated=bool(trace.is_truncated),
-        num_turns=int(trace.num_turns),
-        response_tokens=int(trace.num_output_tokens),
-        total_tokens=int(trace.num_total_tokens),
-        rewards=dict(trace.rewards),
-        metrics=dict(trace.metrics),
-        is_timeout=trace.is_timeout,
-        recovered_errors=trace.recovered_errors,
-        episode_recovered_errors=trace.episode_recovered_errors,
-    )
-
-
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def trace_metrics(
-    summaries: Sequence[TraceSummary], prefix: str = TRAIN_PREFIX
-) -> dict[str, float]:
-    """Reward, error/truncation rates, turns and tokens over ``summaries`` ({} when empty).
+def trace_metrics(traces: Sequence[TraceRecord], prefix: str = TRAIN_PREFIX) -> dict[str, float]:
+    """Reward, error/truncation rates, turns and tokens over ``traces`` ({} when empty).
 
     Each reward function's score and each metric the environment recorded gets its mean over
     the traces that carry it, as ``reward/<name>`` and ``metric/<name>``.
     """
-    if not summaries:
+    if not traces:
         return {}
     values = {
-        "num_traces": float(len(summaries)),
-        "reward_mean": _mean([s.reward for s in summaries]),
-        "error_rate": _mean([float(s.failed) for s in summaries]),
-        "truncated_rate": _mean([float(s.is_truncated) for s in summaries]),
+        "num_traces": float(len(traces)),
+        "reward_mean": _mean([float(t.reward) for t in traces]),
+        "error_rate": _mean([float(t.failed) for t in traces]),
+        "truncated_rate": _mean([float(t.is_truncated) for t in traces]),
         # Verifiers 0.4's own verdicts: an agent timeout is a stop (trained as truncated).
-        "timeout_rate": _mean([float(s.is_timeout) for s in summaries]),
-        "recovered_errors": float(sum(s.recovered_errors for s in summaries)),
-        "episode_recovered_errors": float(sum(s.episode_recovered_errors for s in summaries)),
-        "num_turns_mean": _mean([float(s.num_turns) for s in summaries]),
-        "num_turns_max": float(max(s.num_turns for s in summaries)),
-        "response_tokens_mean": _mean([float(s.response_tokens) for s in summaries]),
-        "total_tokens_mean": _mean([float(s.total_tokens) for s in summaries]),
-        **_means_by_name([s.rewards for s in summaries], "reward/"),
-        **_means_by_name([s.metrics for s in summaries], "metric/"),
+        "timeout_rate": _mean([float(t.is_timeout) for t in traces]),
+        "recovered_errors": float(sum(t.recovered_errors for t in traces)),
+        "episode_recovered_errors": float(sum(t.episode_recovered_errors for t in traces)),
+        "num_turns_mean": _mean([float(t.num_turns) for t in traces]),
+        "num_turns_max": float(max(t.num_turns for t in traces)),
+        "response_tokens_mean": _mean([float(t.num_output_tokens) for t in traces]),
+        "total_tokens_mean": _mean([float(t.num_total_tokens) for t in traces]),
+        **_means_by_name([t.rewards for t in traces], "reward/"),
+        **_means_by_name([t.metrics for t in traces], "metric/"),
     }
     return {f"{prefix}{name}": value for name, value in values.items()}
 

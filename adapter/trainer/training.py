@@ -49,7 +49,6 @@ from miles_verifiers.trainer.metrics import (
     merge,
     sample_metrics,
     scheduling_metrics,
-    summarize_trace,
     trace_metrics,
 )
 from miles_verifiers.trainer.scheduling import (
@@ -452,7 +451,7 @@ async def train_rollout(
     )
     traces = [t for j in accepted for t in j.traces]
     metrics = merge(
-        trace_metrics([summarize_trace(t) for t in traces], TRAIN_PREFIX),
+        trace_metrics(traces, TRAIN_PREFIX),
         sample_metrics(
             [s for g in flat_groups for s in g],
             SimpleNamespace(reward_key=setup.reward_key),

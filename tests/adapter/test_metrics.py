@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import verifiers.v1 as vf
 
 from miles_verifiers.protocol.records import trace_record
 from miles_verifiers.trainer.metrics import (
-    TraceSummary,
     drop_metrics,
     merge,
     sample_metrics,
     scheduling_metrics,
-    summarize_trace,
     trace_metrics,
     with_eval_prefix,
 )
@@ -22,24 +22,35 @@ from miles_verifiers_testkit.miles.contract import Sample
 
 
 def summary(
-    reward=1.0, error=False, truncated=False, turns=1, response=10, total=30
-) -> TraceSummary:
-    return TraceSummary(reward, error, truncated, turns, response, total)
-
-
-def test_trace_summary_reads_a_real_trace(two_turn_trace):
-    record = trace_record(two_turn_trace)
-    s = summarize_trace(record)
-    assert s == TraceSummary(
-        reward=1.0,
-        failed=False,
-        is_truncated=False,
-        num_turns=2,
-        response_tokens=4,
-        total_tokens=12,
-        rewards=record.rewards,
-        metrics=record.metrics,
+    reward=1.0, error=False, truncated=False, turns=1, response=10, total=30, **more: Any
+) -> Any:
+    """What metrics read of a trace record."""
+    return SimpleNamespace(
+        reward=reward,
+        failed=error,
+        is_truncated=truncated,
+        num_turns=turns,
+        num_output_tokens=response,
+        num_total_tokens=total,
+        **{
+            "rewards": {},
+            "metrics": {},
+            "is_timeout": False,
+            "recovered_errors": 0,
+            "episode_recovered_errors": 0,
+            **more,
+        },
     )
+
+
+def test_trace_metrics_read_a_real_trace(two_turn_trace):
+    metrics = trace_metrics([trace_record(two_turn_trace)])
+    assert metrics["verifiers/reward_mean"] == 1.0
+    assert metrics["verifiers/error_rate"] == 0.0
+    assert metrics["verifiers/truncated_rate"] == 0.0
+    assert metrics["verifiers/num_turns_mean"] == 2.0
+    assert metrics["verifiers/response_tokens_mean"] == 4.0
+    assert metrics["verifiers/total_tokens_mean"] == 12.0
 
 
 def test_trace_metrics_keep_the_upstream_names():
@@ -67,10 +78,8 @@ def test_trace_metrics_are_means_over_the_given_traces():
 def test_each_reward_and_metric_name_gets_its_mean_over_the_traces_that_carry_it():
     metrics = trace_metrics(
         [
-            TraceSummary(
-                1.5, False, False, 1, 1, 1, {"correct": 1.0, "well_formed": 1.0}, {"judged": 1.0}
-            ),
-            TraceSummary(0.0, False, False, 1, 1, 1, {"correct": 0.0}, {}),
+            summary(1.5, rewards={"correct": 1.0, "well_formed": 1.0}, metrics={"judged": 1.0}),
+            summary(0.0, rewards={"correct": 0.0}),
         ]
     )
     assert metrics["verifiers/reward/correct"] == 0.5
@@ -79,9 +88,9 @@ def test_each_reward_and_metric_name_gets_its_mean_over_the_traces_that_carry_it
 
 
 def test_recovered_errors_and_timeouts_are_counted_from_verifiers_verdicts():
-    recovered = TraceSummary(1.0, False, False, 1, 1, 1, recovered_errors=2)
-    retried_episode = TraceSummary(1.0, False, False, 1, 1, 1, episode_recovered_errors=1)
-    timed_out = TraceSummary(0.0, False, False, 1, 1, 1, is_timeout=True)
+    recovered = summary(recovered_errors=2)
+    retried_episode = summary(episode_recovered_errors=1)
+    timed_out = summary(0.0, is_timeout=True)
     metrics = trace_metrics([recovered, retried_episode, timed_out])
     assert metrics["verifiers/recovered_errors"] == 2.0
     assert metrics["verifiers/episode_recovered_errors"] == 1.0
@@ -153,4 +162,4 @@ def test_merge_refuses_a_metric_reported_twice():
 def test_errored_trace_counts_in_error_rate(task_data):
     trace = vf.Trace(task=vf.TraceTask(type="Task", data=task_data))
     trace.capture_error(vf.ProviderError("down"))
-    assert trace_metrics([summarize_trace(trace_record(trace))])["verifiers/error_rate"] == 1.0
+    assert trace_metrics([trace_record(trace)])["verifiers/error_rate"] == 1.0

@@ -16,7 +16,7 @@ from miles_verifiers.protocol.messages import GroupResult, Reply, read_reply
 from miles_verifiers.protocol.records import TraceRecord
 from miles_verifiers.trainer.conversion import trace_to_sample
 from miles_verifiers.trainer.evaluation import group_entries
-from miles_verifiers.trainer.metrics import summarize_trace
+from miles_verifiers.trainer.metrics import trace_metrics
 from miles_verifiers_testkit.engine import FaultPlan
 from tests.rollout.rollout_support import (
     MilesLoop,
@@ -69,7 +69,7 @@ def test_a_record_from_a_worker_converts_to_exactly_the_sample_of_one_made_here(
             real = trace_to_sample(trace, reward_key=reward_key, **options)
             again = trace_to_sample(sent, reward_key=reward_key, **options)
             assert as_dict(again) == as_dict(real)
-        assert summarize_trace(sent) == summarize_trace(trace)
+        assert trace_metrics([sent]) == trace_metrics([trace])
 
 
 def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entries(
