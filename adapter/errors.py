@@ -1,11 +1,9 @@
 """The adapter's exception hierarchy: match these by type, read their messages as prose.
 
 Every exception derives from :class:`MilesVerifiersError` and one of four families (setup,
-rollout call, engine, command line); many also keep a builtin base (``ValueError``...) or
-the openai/Verifiers class Verifiers needs to see. Verifiers records only an error's class
-name and message on a trace, so classes that can cross it carry a ``trace_code``, tagged at
-the end of their messages: :func:`recorded_error_class` turns a recorded error back into the
-class, and the adapter still decides by type, not by wording.
+rollout call, engine, command line). Verifiers records only an error's class name and message
+on a trace, so classes that can cross it carry a ``trace_code``, tagged at the end of their
+messages, which :func:`recorded_error_code` reads back: the adapter decides by code, not wording.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ class MilesVerifiersError(Exception):
     """Base of every exception miles-verifiers raises."""
 
     # Set on classes whose instances may be recorded on a trace (not ``code``: openai's
-    # errors, which some of ours also are, use that name per instance).
+    # errors, which some of ours also are, use that per instance).
     trace_code: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -71,28 +69,22 @@ def tag_with_code(code: str, message: str) -> str:
     return f"{message} [{_TAG_PREFIX}{code}]"
 
 
+def _message(error: Any) -> str:
+    """An exception's text, or a recorded trace error's ``message``."""
+    message = getattr(error, "message", None)
+    return str(error) if message is None else str(message)
+
+
 def recorded_error_code(recorded: Any) -> str | None:
-    """The ``trace_code`` behind an exception or a recorded trace error, if it was one of ours
-    (read from the message's tag where the class was never imported)."""
+    """The ``trace_code`` behind an exception or a recorded trace error (anything with a
+    ``message``), if it was one of ours, read from the message's tag where not from its class."""
     if recorded is None:
         return None
     # A class without a code of its own (a worker's error relayed) may carry a recorded tag.
     if isinstance(recorded, MilesVerifiersError) and type(recorded).trace_code is not None:
         return type(recorded).trace_code
-    message = getattr(recorded, "message", None)
-    if message is None:
-        message = str(recorded)
-    found = _TAG_PATTERN.findall(str(message))
+    found = _TAG_PATTERN.findall(_message(recorded))
     return found[-1] if found else None
-
-
-def recorded_error_class(recorded: Any) -> type[MilesVerifiersError] | None:
-    """The adapter class behind an exception or a recorded trace error (anything with a
-    ``message``), if it was one of ours and its class is imported in this process."""
-    if isinstance(recorded, MilesVerifiersError):
-        return type(recorded)
-    code = recorded_error_code(recorded)
-    return _BY_CODE.get(code) if code is not None else None
 
 
 # The code of the episode side's refusal of a request the token path cannot serve.
@@ -107,10 +99,7 @@ def is_unsupported_request(error: Any) -> bool:
 def describe_error(error: BaseException | Any) -> str:
     """``Type: message`` on one line, for an exception or a recorded error."""
     kind = getattr(error, "type", None) or type(error).__name__
-    message = getattr(error, "message", None)
-    if message is None:
-        message = str(error)
-    line = " ".join(str(message).split())
+    line = " ".join(_message(error).split())
     return f"{kind}: {line[:500]}"
 
 

@@ -88,7 +88,7 @@ def test_an_engine_abort_is_still_an_abort_after_verifiers_recorded_it() -> None
     )
     recorded = _recorded(raised)
 
-    assert errors.recorded_error_class(recorded) is EngineAbortedError
+    assert errors.recorded_error_code(recorded) == EngineAbortedError.trace_code
     assert looks_like_engine_abort(recorded)
 
 
@@ -96,7 +96,7 @@ def test_an_unusable_answer_is_not_mistaken_for_an_abort() -> None:
     raised = error_for_output(MalformedOutput("logprobs missing"), _response(), None)
     recorded = _recorded(raised)
 
-    assert errors.recorded_error_class(recorded) is MalformedEngineResponseError
+    assert errors.recorded_error_code(recorded) == MalformedEngineResponseError.trace_code
     assert not looks_like_engine_abort(recorded)
 
 
@@ -104,7 +104,7 @@ def test_a_refused_request_is_recognised_as_refused() -> None:
     request = httpx.Request("POST", "http://127.0.0.1:1/generate")
     raised = error_for_rejection(InvalidPrompt("no prompt ids"), request)
 
-    assert errors.recorded_error_class(_recorded(raised)) is RequestRejected
+    assert errors.recorded_error_code(_recorded(raised)) == RequestRejected.trace_code
 
 
 def test_an_unsupported_request_is_recognised_after_recording() -> None:
@@ -117,7 +117,7 @@ def test_an_unsupported_request_is_recognised_after_recording() -> None:
 def test_a_message_that_only_mentions_an_abort_is_not_an_abort() -> None:
     recorded = vf.trace.Error(type="ProviderError", message="SGLang aborted the request: x")
 
-    assert errors.recorded_error_class(recorded) is None
+    assert errors.recorded_error_code(recorded) is None
     assert not looks_like_engine_abort(recorded)
 
 
