@@ -9,15 +9,16 @@ what a trace with several branches becomes (README: multi-branch traces).
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, cast
+from typing import Any, Required, TypedDict, Unpack
 
 from miles_verifiers.engine.errors import ENGINE_ABORTED_CODE, UNUSABLE_ANSWER_CODE
 from miles_verifiers.errors import RolloutCallError, recorded_error_code
 from miles_verifiers.protocol.records import (
     BranchRecord,
     NodeRecord,
+    TaskRecord,
     TraceRecord,
     serialize_prompt,
 )
@@ -127,8 +128,10 @@ TRUNCATING_STOPS = frozenset(
 )
 
 
-def sample_status(trace: TraceRecord, status_enum: Any) -> Any:
-    """ABORTED (engine abort) > FAILED (any other failure) > TRUNCATED > COMPLETED."""
+def sample_status(trace: TraceRecord | None, status_enum: Any) -> Any:
+    """ABORTED (engine abort) > FAILED (any other failure, or no trace) > TRUNCATED > COMPLETED."""
+    if trace is None:
+        return status_enum.FAILED
     if trace.failed:
         return status_enum.ABORTED if looks_like_engine_abort(trace.error) else status_enum.FAILED
     if trace.is_timeout or trace.stop_condition in TRUNCATING_STOPS or trace.is_truncated:
@@ -171,6 +174,17 @@ class BranchTokens:
     rollout_log_probs: list[float]
 
 
+def _split(tokens: list[int], mask: Sequence[Any], logprobs: Sequence[float]) -> BranchTokens:
+    """Prompt up to the first token ``mask`` trains, response (``mask`` as its loss mask) after."""
+    first = next((i for i, m in enumerate(mask) if m), len(tokens))
+    return BranchTokens(
+        tokens,
+        first,
+        [int(bool(m)) for m in mask[first:]],
+        [float(lp) for lp in logprobs[first:]],
+    )
+
+
 def branch_tokens(trace_id: str, branch: BranchRecord) -> BranchTokens:
     """Split a branch at its first sampled token into prompt and response."""
     _check_logprobs(trace_id, branch.nodes)
@@ -183,19 +197,14 @@ def branch_tokens(trace_id: str, branch: BranchRecord) -> BranchTokens:
             f"and {len(logprobs)} log-probs; all three must match. This is a verifiers/renderer "
             "bug: report it with the trace."
         )
-    first = next((i for i, sampled in enumerate(mask) if sampled), len(tokens))
-    return BranchTokens(
-        tokens=tokens,
-        prompt_length=first,
-        loss_mask=[int(bool(m)) for m in mask[first:]],
-        rollout_log_probs=[float(lp) for lp in logprobs[first:]],
-    )
+    return _split(tokens, mask, logprobs)
 
 
-def node_keys(branch: BranchRecord) -> list[Hashable]:
-    """One identity per node: its ``node_id``, else (a worker that sends no ids) the path from
-    the root up to and including it, so equal keys in two branches mean the same node."""
-    keys: list[Hashable] = []
+def fresh_mask(branch: BranchRecord, trained: set[Hashable]) -> list[bool]:
+    """The branch's sampled mask less the nodes in ``trained``; adds the rest to it. A node is
+    known by its ``node_id``, else (a worker that sends no ids) by the path from the root up to
+    and including it, so equal keys in two branches mean the same node."""
+    mask: list[bool] = []
     path: Hashable = None
     cursor = 0
     tokens = list(branch.token_ids)
@@ -204,15 +213,7 @@ def node_keys(branch: BranchRecord) -> list[Hashable]:
         span = tuple(tokens[cursor : cursor + width])
         path = hash((path, span, tuple(node.mask), tuple(node.logprobs)))
         cursor += width
-        node_id = node.node_id
-        keys.append(("node", node_id) if node_id is not None else ("path", path))
-    return keys
-
-
-def fresh_mask(branch: BranchRecord, trained: set[Hashable]) -> list[bool]:
-    """The branch's sampled mask less the nodes in ``trained``; adds the rest to it."""
-    mask: list[bool] = []
-    for node, key in zip(branch.nodes, node_keys(branch), strict=True):
+        key = ("node", node.node_id) if node.node_id is not None else ("path", path)
         seen = key in trained
         mask.extend(bool(m) and not seen for m in node.mask)
         if any(node.mask):
@@ -230,25 +231,18 @@ def trainable_branches(
     for position, branch in enumerate(branches):
         if not branch.trainable:
             continue
-        split = branch_tokens(trace_id, branch)
+        tokens = branch_tokens(trace_id, branch).tokens
         mask = fresh_mask(branch, trained)
-        if len(mask) != len(split.tokens):
+        if len(mask) != len(tokens):
             raise TokenMetadataMismatchError(
-                f"trace {trace_id}: branch {position} has {len(split.tokens)} tokens but its "
+                f"trace {trace_id}: branch {position} has {len(tokens)} tokens but its "
                 f"nodes' masks cover {len(mask)}. This is a verifiers/renderer bug: report it "
                 "with the trace."
             )
-        first = next((i for i, m in enumerate(mask) if m), None)
-        if first is None:
-            continue
         # Turns an earlier branch trains end up before the response: context, never trained.
-        split = replace(
-            split,
-            prompt_length=first,
-            loss_mask=[int(m) for m in mask[first:]],
-            rollout_log_probs=[float(lp) for lp in list(branch.logprobs)[first:]],
-        )
-        chosen.append((branch, split))
+        split = _split(tokens, mask, list(branch.logprobs))
+        if split.loss_mask:
+            chosen.append((branch, split))
     return chosen
 
 
@@ -259,15 +253,21 @@ def _branches(trace: TraceRecord, policy: BranchPolicy) -> list[BranchRecord]:
     return branches
 
 
+class SampleFields(TypedDict, total=False):
+    """What the conversion functions put in every sample besides the trace's own data."""
+
+    group_index: Required[int]
+    reward_key: str | None
+    weight_version: int | str | None
+    sample_cls: type | None  # None: the contract's Sample
+
+
 def trace_to_samples(
     trace: TraceRecord,
     *,
-    group_index: int,
     index: int,
     policy: BranchPolicy = BranchPolicy.REJECT,
-    reward_key: str | None = None,
-    weight_version: int | str | None = None,
-    sample_cls: type | None = None,
+    **fields: Unpack[SampleFields],
 ) -> list[Any]:
     """The training samples of ``trace``; empty when no model turn was committed.
 
@@ -279,19 +279,20 @@ def trace_to_samples(
     chosen = trainable_branches(trace.id, branches)
     siblings = policy is BranchPolicy.SIBLINGS
     return [
-        _branch_sample(
+        new_sample(
             trace,
-            branch,
+            trace.task,
             split,
-            {"branch": {"number": number, "of": len(chosen), "graph_branches": len(branches)}}
-            if siblings
-            else {},
-            group_index=group_index,
+            _branch_info(
+                branch,
+                trace,
+                {"number": number, "of": len(chosen), "graph_branches": len(branches)}
+                if siblings
+                else None,
+            ),
             index=index,
             rollout_id=index if siblings else None,
-            reward_key=reward_key,
-            weight_version=weight_version,
-            sample_cls=sample_cls,
+            **fields,
         )
         for number, (branch, split) in enumerate(chosen)
     ]
@@ -300,12 +301,9 @@ def trace_to_samples(
 def trace_to_sample(
     trace: TraceRecord,
     *,
-    group_index: int,
     index: int,
     policy: BranchPolicy = BranchPolicy.REJECT,
-    reward_key: str | None = None,
-    weight_version: int | str | None = None,
-    sample_cls: type | None = None,
+    **fields: Unpack[SampleFields],
 ) -> Any | None:
     """One sample standing for the whole trace (an evaluation entry), or None when it has no
     trainable branch: its last trainable branch with every sampled token it holds."""
@@ -314,65 +312,72 @@ def trace_to_sample(
     if not candidates:
         return None
     branch = candidates[-1]
-    return _branch_sample(
+    return new_sample(
         trace,
-        branch,
+        trace.task,
         branch_tokens(trace.id, branch),
-        {"branch": {"graph_branches": len(branches)}} if len(branches) > 1 else {},
-        group_index=group_index,
+        _branch_info(
+            branch, trace, {"graph_branches": len(branches)} if len(branches) > 1 else None
+        ),
         index=index,
-        rollout_id=None,
-        reward_key=reward_key,
-        weight_version=weight_version,
-        sample_cls=sample_cls,
+        **fields,
     )
 
 
-def _branch_sample(
-    trace: TraceRecord,
-    branch: BranchRecord,
-    split: BranchTokens,
-    branch_info: dict[str, Any],
+def _branch_info(
+    branch: BranchRecord, trace: TraceRecord, which: dict[str, int] | None
+) -> dict[str, Any]:
+    info = {"branch_index": branch.index, "num_turns": branch.num_turns, **verdict_metadata(trace)}
+    return info if which is None else {**info, "branch": which}
+
+
+def new_sample(
+    trace: TraceRecord | None,
+    task: TaskRecord,
+    split: BranchTokens | None,
+    info: dict[str, Any],
     *,
-    group_index: int,
     index: int,
-    rollout_id: int | None,
-    reward_key: str | None,
-    weight_version: int | str | None,
-    sample_cls: type | None,
+    rollout_id: int | None = None,
+    status: str | None = None,
+    group_index: int,
+    reward_key: str | None = None,
+    weight_version: int | str | None = None,
+    sample_cls: type | None = None,
 ) -> Any:
-    cls = sample_cls if sample_cls is not None else contract().Sample
-    task = trace.task
-    info: dict[str, Any] = {
-        "trace_id": trace.id,
-        "branch_index": branch.index,
+    """A sample of ``split`` (None: an empty sample, no tokens, reward read leniently) with
+    ``info`` in its metadata; its status from the trace unless ``status`` names one."""
+    cls: Any = sample_cls if sample_cls is not None else contract().Sample
+    tokens = split or BranchTokens([], 0, [], [])
+    info = {
+        "trace_id": trace.id if trace is not None else None,
         "task_index": task.idx,
-        "rewards": dict(trace.rewards),
-        "metrics": dict(trace.metrics),
-        "stop_condition": trace.stop_condition,
-        "num_turns": branch.num_turns,
-        **branch_info,
-        **verdict_metadata(trace),
+        "rewards": dict(trace.rewards) if trace is not None else {},
+        "metrics": dict(trace.metrics) if trace is not None else {},
+        "stop_condition": trace.stop_condition if trace is not None else None,
+        **info,
     }
     sample = build_sample(
         cls,
-        routing_key=trace.id,
+        routing_key=info["trace_id"],
         group_index=group_index,
         index=index,
         rollout_id=rollout_id,
         # A list of its own per sample (hooks may edit one), as the prompt of each trace had.
         prompt=serialize_prompt(task.prompt),
-        tokens=split.tokens,
-        response=trace.last_reply,
-        response_length=len(split.tokens) - split.prompt_length,
+        tokens=tokens.tokens,
+        response=trace.last_reply if trace is not None and split is not None else "",
+        response_length=len(tokens.tokens) - tokens.prompt_length,
         label=task.label,
-        reward=trace_reward(trace, reward_key),
-        loss_mask=split.loss_mask,
-        rollout_log_probs=split.rollout_log_probs,
+        reward=trace_reward(trace, reward_key, strict=split is not None),
+        loss_mask=tokens.loss_mask,
+        rollout_log_probs=tokens.rollout_log_probs,
         weight_versions=[] if weight_version is None else [str(weight_version)],
-        status=sample_status(trace, cast(Any, cls).Status),
+        status=sample_status(trace, cls.Status) if status is None else getattr(cls.Status, status),
         metadata={METADATA_KEY: info},
     )
+    if trace is None or split is None:
+        return sample
     # Where Miles reads rollout/prefix_cache_hit_rate (a Miles without the field: left as is).
     cache = getattr(sample, "prefix_cache_info", None)
     if cache is not None and trace.prefix_cache is not None:
@@ -421,27 +426,14 @@ def training_output(groups: Sequence[ConvertedGroup]) -> list[list[Any]]:
 def convert_group(
     traces: Sequence[TraceRecord],
     *,
-    group_index: int,
     first_index: int,
     policy: BranchPolicy = BranchPolicy.REJECT,
-    reward_key: str | None = None,
-    weight_version: int | str | None = None,
-    sample_cls: type | None = None,
+    **fields: Unpack[SampleFields],
 ) -> ConvertedGroup:
     """Convert one task's traces; the i-th gets ``index = first_index + i`` (rollout order)."""
     return ConvertedGroup(
         tuple(
-            tuple(
-                trace_to_samples(
-                    trace,
-                    group_index=group_index,
-                    index=first_index + position,
-                    policy=policy,
-                    reward_key=reward_key,
-                    weight_version=weight_version,
-                    sample_cls=sample_cls,
-                )
-            )
+            tuple(trace_to_samples(trace, index=first_index + position, policy=policy, **fields))
             for position, trace in enumerate(traces)
         )
     )
