@@ -1,6 +1,5 @@
 """A local episode worker process: :func:`main`, forked by :mod:`.template`, with the pipes to
-the trainer as stdin and stdout (length-prefixed frames, answered concurrently; fd 1 is pointed
-at stderr, so a library that prints cannot corrupt a frame).
+the trainer as stdin and stdout (length-prefixed frames, answered concurrently).
 
 When stdin closes or SIGTERM comes, the worker ends its calls within bounded time, ends what it
 started, and exits, so it never outlives its parent. As child subreaper it also finds processes
@@ -26,8 +25,9 @@ from miles_verifiers.protocol.procs import DESCENDANT_GRACE_S, EXIT_GRACE_S, STO
 logger = logging.getLogger(__name__)
 
 
-def _protocol_stdout() -> int:
-    """A private duplicate of stdout for frames; fd 1 then goes to stderr."""
+def protocol_stdout() -> int:
+    """A private duplicate of stdout for replies; fd 1 then goes to stderr, so a library that
+    prints cannot corrupt one."""
     sys.stdout.flush()
     fd = os.dup(1)
     os.dup2(2, 1)
@@ -98,12 +98,8 @@ async def _next_frame(reader: asyncio.StreamReader, terminated: asyncio.Event) -
 
 def _give_up() -> None:
     logger.warning("the episode worker did not stop within %.0f s; ending it", STOP_BOUND_S)
-    _end_descendants(grace_s=0.0)
+    procs.end(procs.descendants(os.getpid()), 0.0)
     os._exit(1)
-
-
-def _end_descendants(grace_s: float = DESCENDANT_GRACE_S) -> None:
-    procs.end(procs.descendants(os.getpid()), grace_s)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -114,7 +110,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def main() -> None:
-    out_fd = _protocol_stdout()
+    out_fd = protocol_stdout()
     procs.become_child_subreaper()
     logging.basicConfig(
         level=os.environ.get("MILES_VERIFIERS_WORKER_LOG_LEVEL", "WARNING"),
@@ -122,7 +118,7 @@ def main() -> None:
     )
     try:
         asyncio.run(serve(WorkerHandler(), out_fd))
-        _end_descendants()
+        procs.end(procs.descendants(os.getpid()), DESCENDANT_GRACE_S)
     finally:
         # Skip interpreter teardown: leftover non-daemon threads of a library must not keep a
         # worker whose parent is gone alive.

@@ -28,7 +28,7 @@ class NonTextContentError(SetupError, ValueError):
         )
 
 
-def _field(item: Any, name: str) -> Any:
+def field_of(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
 
@@ -38,7 +38,7 @@ def _non_text_part(content: Any) -> str | None:
     if not isinstance(content, (list, tuple)):
         return None
     for part in content:
-        kind = "text" if isinstance(part, str) else _field(part, "type")
+        kind = "text" if isinstance(part, str) else field_of(part, "type")
         label = "untyped" if kind is None else str(kind)
         if label != "text":
             return label
@@ -63,7 +63,7 @@ def plain_text_messages(messages: Sequence[Any]) -> Sequence[Any]:
             if kind is not None:
                 where = f"message {position} (role {message.get('role')!r}) of a model request"
                 raise NonTextContentError(kind, where)
-            text = "".join(p if isinstance(p, str) else _field(p, "text") or "" for p in parts)
+            text = "".join(p if isinstance(p, str) else field_of(p, "text") or "" for p in parts)
             message = {**message, "content": text}
         plain.append(message)
     return plain
@@ -75,7 +75,7 @@ def check_task_prompts(tasks: Iterable[Any]) -> None:
         data = getattr(task, "data", task)
         prompt = getattr(data, "prompt", None)
         for message in prompt if isinstance(prompt, (list, tuple)) else ():
-            kind = _non_text_part(_field(message, "content"))
+            kind = _non_text_part(field_of(message, "content"))
             if kind is not None:
                 name = getattr(data, "name", None)
                 label = f"task {getattr(data, 'idx', '?')}" + (f" ({name!r})" if name else "")

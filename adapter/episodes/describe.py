@@ -1,9 +1,8 @@
-"""The episode side's description of a taskset, and its one-shot process.
+"""The episode side's description of a taskset, and its one-shot process (:func:`main`).
 
-Construction checks what only a loaded taskset can tell (the config, the tasks, their prompts,
-group rewards, the tokenizer) where the episodes run, so the trainer side never imports
-Verifiers or Renderers. Workers answer a :class:`DescribeRequest` in a process the template
-forks (:func:`main`); the trainer's own process keeps what it loaded for the setup.
+What only a loaded taskset can tell (the config, the tasks, their prompts, group rewards, the
+tokenizer) is checked where the episodes run, so the trainer side never imports Verifiers or
+Renderers; the trainer's own process keeps what it loaded for the setup.
 """
 
 from __future__ import annotations
@@ -76,10 +75,10 @@ def describe(request: DescribeRequest) -> Description:
 
 def main() -> None:
     """Answer the one request on stdin with one reply on stdout (nothing else is written)."""
+    from miles_verifiers.episodes.child import protocol_stdout
     from miles_verifiers.episodes.worker import WorkerHandler
 
-    out = os.dup(1)
-    os.dup2(2, 1)  # a library that prints must not corrupt the reply
+    out = protocol_stdout()
     reply = asyncio.run(WorkerHandler().handle_frame(sys.stdin.buffer.read()))
     with os.fdopen(out, "wb") as stream:
         stream.write(reply)

@@ -1,23 +1,21 @@
 """Render short prompts on the event loop; leave long ones to Renderers' worker threads.
 
-Renderers moves every render and parse of a ``RendererPool`` to a thread; for the short prompts
-of most agentic turns the hop costs more than the render (about 8% of the rollout loop's time
-on single-turn tasks). A prompt of at most :data:`INLINE_MAX_MESSAGES` messages and
-:data:`INLINE_MAX_CHARS` characters (text and tool definitions) renders inline, holding the
-loop a few milliseconds at most (about 0.1-0.2 ms per short message on Qwen3's template; the
-reply's parse about 0.7 µs per token). Both paths use the same renderer class, template
-switches and message conversion, so they produce the same token ids.
+Renderers moves every render of a ``RendererPool`` to a thread; for the short prompts of most
+agentic turns the hop costs more than the render (about 8% of the rollout loop's time on
+single-turn tasks), while rendering a prompt within the limits below holds the loop a few
+milliseconds at most. Both paths use the same renderer class, template switches and message
+conversion, so they produce the same token ids.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from miles_verifiers.episodes.content import plain_text_messages
+from miles_verifiers.episodes.content import field_of, plain_text_messages
 
 INLINE_MAX_MESSAGES = 12
 """At most this many messages in a prompt rendered on the loop."""
@@ -37,21 +35,17 @@ def _text_length(content: Any) -> int:
     if isinstance(content, str):
         return len(content)
     if isinstance(content, Sequence):
-        return sum(_text_length(_field(part, "text")) for part in content)
+        return sum(_text_length(field_of(part, "text")) for part in content)
     return len(str(content))
 
 
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
-
-
 def _message_chars(message: Any) -> int:
-    chars = _text_length(_field(message, "content"))
-    chars += _text_length(_field(message, "reasoning_content"))
-    for call in _field(message, "tool_calls") or ():
-        function = _field(call, "function") or call
-        chars += len(str(_field(function, "name") or "")) + len(
-            str(_field(function, "arguments") or "")
+    chars = _text_length(field_of(message, "content"))
+    chars += _text_length(field_of(message, "reasoning_content"))
+    for call in field_of(message, "tool_calls") or ():
+        function = field_of(call, "function") or call
+        chars += len(str(field_of(function, "name") or "")) + len(
+            str(field_of(function, "arguments") or "")
         )
     return chars
 
@@ -106,11 +100,8 @@ class PlainTextRendering:
 
 
 class InlineRenderer(PlainTextRendering):
-    """One renderer kept for the event loop, with the interface Renderers' ``generate`` uses.
-
-    Not a ``RendererPool``, so Renderers runs its work inline. One loop never renders twice at
-    once; when two loops on two threads meet, the second takes a renderer from the pool.
-    """
+    """One renderer kept for the event loop; not a ``RendererPool``, so Renderers runs its work
+    inline. When two loops on two threads meet, the second takes a renderer from the pool."""
 
     def __init__(self, renderer: Any, pool: Any) -> None:
         self._renderer = renderer

@@ -84,9 +84,8 @@ class OpenCall:
 
 
 class Generation(Protocol):
-    """What differs between Verifiers generations; the handler does the rest. ``build`` and
-    ``describe`` run in a thread; ``open_call`` gives a call's model client and the address its
-    episodes reach it at (or ""), ``close_call`` releases what it lent."""
+    """What differs between Verifiers generations (``build`` and ``describe`` run in a thread;
+    ``open_call`` gives a call's client and the address its episodes reach it at, or "")."""
 
     def build(self, setup: WorkerSetup) -> Any: ...
 
@@ -109,19 +108,6 @@ def generation_for(verifiers_version: str | None) -> Generation:
     from miles_verifiers.episodes.v04.episodes import Generation04
 
     return Generation04()
-
-
-def call_transport_settings(setup: WorkerSetup, start: CallStart) -> Any:
-    """One call's transport settings: the trainer's template for its mode, with the engine
-    address and this worker's rid prefix."""
-    from miles_verifiers.engine.settings import TransportSettings
-
-    template = setup.transport.get(start.mode)
-    if template is None:
-        raise WorkerRequestError(f"the worker has no transport settings for {start.mode!r}")
-    return TransportSettings.model_validate(
-        {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
-    )
 
 
 class WorkerHandler:
@@ -154,7 +140,8 @@ class WorkerHandler:
         try:
             body = await self.handle(request.body)
         except asyncio.CancelledError:
-            if _current_task_cancelling():
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:
                 raise
             body = Refused(error_type="CancelledError", message="the call ended first")
         except Exception as error:
@@ -185,12 +172,19 @@ class WorkerHandler:
         return self._built
 
     async def _open(self, start: CallStart) -> None:
+        from miles_verifiers.engine.settings import TransportSettings
         from miles_verifiers.episodes.transport import SGLangTransport
 
         built = self._need_setup()
         call = self._calls.get(start.call_id)
         if call is None:
-            settings = call_transport_settings(built.setup, start)
+            # The trainer's template for the call's mode, with the engine and the rid prefix.
+            template = built.setup.transport.get(start.mode)
+            if template is None:
+                raise WorkerRequestError(f"the worker has no transport settings for {start.mode!r}")
+            settings = TransportSettings.model_validate(
+                {**template, "engine_url": start.engine_url, "rid_prefix": start.rid_prefix}
+            )
             transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
             client, base_url = self._generation.open_call(built, start, transport)
             scope = CallScope(built.environments, transport, client, built.setup.cleanup)
@@ -244,11 +238,10 @@ class WorkerHandler:
             raise WorkerRequestError(
                 f"task index {request.task_index} is out of range ({len(built.tasks)} tasks)"
             )
-        task = call.scope.tasks.spawn(
+        return await call.scope.tasks.spawn(
             self._generation.run_group(built, call, request),
             name=f"episodes-group-{request.slot}",
         )
-        return await task
 
 
 def _refused(error: BaseException) -> Refused:
@@ -266,8 +259,3 @@ def _request_id(data: bytes) -> int:
         return value if isinstance(value, int) else -1
     except ValueError:
         return -1
-
-
-def _current_task_cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -2,8 +2,7 @@
 
 Verifiers' ``TrainClient`` turns ``openai`` exceptions into a ``ProviderError`` with an HTTP
 status (connection 503, timeout 504, a status error its own) and ends a trace cleanly on an
-overlong prompt; anything else is a harness failure. Pure functions building exceptions from
-the neutral vocabulary of :mod:`miles_verifiers.engine.errors`.
+overlong prompt; anything else is a harness failure.
 """
 
 from __future__ import annotations
@@ -63,25 +62,15 @@ _STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
 }
 
 
-def _json_body(response: httpx.Response) -> object | None:
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
 # Verifiers >= 0.3's harness utilities tell a context overflow from other 400s by phrases like
 # this one in the error text (the wording of Renderers' own pre-flight check).
 _OVERFLOW_PHRASE = "maximum context length"
 
 
 def overlong_prompt(message: str) -> Exception:
-    """The error for a prompt that does not fit, as the installed Verifiers takes it.
-
-    0.2.0: its ``OverlongPromptError`` (the trace ends as ``context_length``); 0.3 and later:
-    Renderers' (an HTTP 400 the harness sees as a context overflow); else
-    :class:`PromptTooLongError`.
-    """
+    """The error for a prompt that does not fit, as the installed Verifiers takes it: 0.2.0's
+    ``OverlongPromptError`` (the trace ends as ``context_length``), else Renderers' (a 400 the
+    harness sees as a context overflow), else :class:`PromptTooLongError`."""
     if _OVERFLOW_PHRASE not in message.casefold():
         message = f"{message} (over the {_OVERFLOW_PHRASE})"
     try:
@@ -126,7 +115,10 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
             f"the SGLang router refused the{named} (HTTP 422, not retried): {reason}. Fix the "
             "value in the sampling settings or drop it"
         )
-    body = _json_body(response)
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
     if status >= 500:
         return openai.InternalServerError(message, response=response, body=body)
     error_cls = _STATUS_ERRORS.get(status, openai.APIStatusError)

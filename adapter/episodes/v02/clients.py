@@ -1,11 +1,9 @@
-"""The model client Verifiers' rollouts talk to, and the one renderer pool behind it.
+"""The model client Verifiers' rollouts talk to, and the renderer pool behind it.
 
-Verifiers' ``TrainClient`` renders each chat request to token ids and hands them to a transport
-(ours: :class:`~miles_verifiers.episodes.transport.SGLangTransport`). Added here: the Renderers
-model id behind a local checkpoint path (:func:`renderer_identity`); one small renderer pool
-per spec and process, usable after one tokenizer load, one renderer of it kept for the event
-loop (:mod:`miles_verifiers.episodes.inline_render`); and a client that refuses, with the fix,
-what the token path cannot serve, and stops serving when its rollout call ends.
+Added to Verifiers' ``TrainClient``: the Renderers model id of a local checkpoint path, one
+growing renderer pool per spec and process (with a renderer kept for the event loop, see
+:mod:`miles_verifiers.episodes.inline_render`), and a client that refuses what the token path
+cannot serve, naming the fix, and stops serving when its rollout call ends.
 """
 
 from __future__ import annotations
@@ -222,7 +220,9 @@ def _renderer_factory(spec: RendererSpecModel) -> Callable[[], Any]:
     return factory
 
 
-def _build_pool(spec: RendererSpecModel) -> Any:
+@functools.lru_cache(maxsize=4)  # bounded: a long-lived process does not hoard tokenizers
+def shared_renderer_pool(spec: RendererSpecModel) -> Any:
+    """The process-wide renderer pool for ``spec``, shared by every client of that model."""
     # Imported here first: two threads racing through transformers' lazy imports can fail
     # with "cannot import name 'AutoTokenizer'", and the pool loads tokenizers on threads.
     import transformers  # noqa: F401
@@ -245,7 +245,7 @@ def _build_pool(spec: RendererSpecModel) -> Any:
 def load_one_renderer(spec: RendererSpecModel) -> int | None:
     """Build one renderer for ``spec`` (the construction check that the tokenizer loads) and
     return its vocabulary size, which engine answers are checked against."""
-    import transformers  # noqa: F401  (see _build_pool)
+    import transformers  # noqa: F401  (see shared_renderer_pool)
 
     try:
         renderer = _renderer_factory(spec)()
@@ -269,12 +269,6 @@ def _renderer_setup_error(spec: RendererSpecModel, error: BaseException) -> Rend
         f"point {IDENTITY_FLAGS} at a tokenizer available on this machine (a local checkpoint "
         "directory, or a hub id already in the Hugging Face cache when running offline)."
     )
-
-
-@functools.lru_cache(maxsize=4)  # bounded: a long-lived process does not hoard tokenizers
-def shared_renderer_pool(spec: RendererSpecModel) -> Any:
-    """The process-wide renderer pool for ``spec``, shared by every client of that model."""
-    return _build_pool(spec)
 
 
 # The renderer the request running in this task renders with, when not the pool: one client
