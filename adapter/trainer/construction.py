@@ -1,11 +1,9 @@
 """Every check the rollout function's construction makes, as one ordered table of stages.
 
-Each :class:`Stage` reads named inputs and the products of earlier stages. :func:`build` (the
-constructor) raises the first failing stage's error, so the first thing to fix is reported
-first; :func:`survey` (``miles-verifiers check``) runs every stage whose inputs exist, so
-independent problems are all reported at once. What needs the taskset loaded is asked of the
-episode side (this process, local workers or Ray actors) with one describe request; this side
-never imports Verifiers or Renderers.
+Each :class:`Stage` reads named inputs and earlier stages' products. :func:`build` (the
+constructor) raises the first failing stage's error; :func:`survey` (``miles-verifiers check``)
+runs every stage whose inputs exist, so independent problems are reported at once. What needs
+the taskset loaded is asked of the episode side with one describe request.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from miles_verifiers.trainer.engine_settings import (
     router_drop_warning,
     sampling_config_values,
 )
-from miles_verifiers.trainer.hooks import HookError, load_hooks
+from miles_verifiers.trainer.hooks import load_hooks
 from miles_verifiers.trainer.options import (
     FLAGS,
     MAX_SAMPLING_SEED,
@@ -75,11 +73,7 @@ def _options(given: Products) -> StageResult:
 
 
 def _hooks(given: Products) -> StageResult:
-    try:
-        hooks = load_hooks(given["options_view"], use_miles=given["use_miles"])
-    except HookError as error:
-        return _failed(error)
-    return StageResult({"hooks": hooks})
+    return StageResult({"hooks": load_hooks(given["options_view"], use_miles=given["use_miles"])})
 
 
 def _transport(given: Products) -> StageResult:
@@ -100,11 +94,8 @@ def _transport(given: Products) -> StageResult:
 
 
 def _config(given: Products) -> StageResult:
-    try:
-        path = config_path_from_env(given["environ"])
-        read_config_file(path)  # readable TOML; the episode side validates the rest
-    except ConfigError as error:
-        return _failed(error)
+    path = config_path_from_env(given["environ"])
+    read_config_file(path)  # readable TOML; the episode side validates the rest
     return StageResult({"config_path": path})
 
 
@@ -134,8 +125,6 @@ def _taskset(given: Products) -> StageResult:
     except ConfigError as error:
         # The episode side validates the config as it loads it: the user's fix is in the file.
         return replace(_failed(error), reported_as="config")
-    except SetupError as error:
-        return _failed(error)
     products: dict[str, Any] = {"description": described}
     if renderer is not None:
         products["renderer"] = renderer.model_copy(update={"identity": described.renderer_identity})
@@ -170,10 +159,7 @@ def check_group_reward_sample_counts(group_reward: bool, options: MilesOptions) 
 
 
 def _group_reward(given: Products) -> StageResult:
-    try:
-        check_group_reward_sample_counts(given["description"].has_group_reward, given["options"])
-    except ConfigError as error:
-        return _failed(error)
+    check_group_reward_sample_counts(given["description"].has_group_reward, given["options"])
     return StageResult()
 
 
@@ -283,6 +269,8 @@ def survey(given: Mapping[str, Any], stages: Sequence[Stage] = STAGES) -> Survey
             continue  # an earlier stage failed to produce what this one reads
         try:
             result = stage.run(products)
+        except SetupError as error:  # a stage's refusal: its message names the fix
+            result = _failed(error)
         except Exception as error:
             result = _failed(error, [f"{type(error).__name__}: {error}"])
         name = result.reported_as or stage.name
