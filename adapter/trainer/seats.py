@@ -1,18 +1,15 @@
 """What a Verifiers 0.4 environment's seats must be for Miles to train it faithfully.
 
-:func:`seat_problems` reads the episode side's :class:`Description` of each seat (its standing
-after ``setup()``, its ``[<seat>.sampling]`` keys, a pinned ``model`` or ``client``, its runtime)
-and of the runtimes outside the seats, and lists what Miles cannot train as it assumes, each
-problem naming the TOML key and the fix: a trainable seat's sampling must match Miles' in every
-mode the run uses (no seed of its own, no distribution-shaping key); the policy plays every seat
-without a ``client``; exactly one seat is trainable, with one trace per episode; every runtime is
-local. A description without seats (0.2) has nothing to check.
+:func:`seat_problems` reads the :class:`Description` of each seat and runtime and lists what
+Miles cannot train as it assumes, each problem naming the TOML key and the fix. A description
+without seats (0.2) has nothing to check.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,21 +18,13 @@ from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol.messages import Description, SeatDescription
 from miles_verifiers.trainer.options import FLAGS, MilesOptions, SamplingOptions
 
-# SGLang name -> (training flag field, evaluation flag field, Miles' value in one mode).
-_MILES_KEYS: Mapping[str, tuple[str, str, Callable[[SamplingOptions], Any]]] = {
-    "temperature": ("rollout_temperature", "eval_temperature", lambda s: s.temperature),
-    "top_p": ("rollout_top_p", "eval_top_p", lambda s: s.top_p),
-    "top_k": ("rollout_top_k", "eval_top_k", lambda s: s.top_k),
-    "max_new_tokens": (
-        "rollout_max_response_len",
-        "eval_max_response_len",
-        lambda s: s.max_response_len,
-    ),
-    "min_new_tokens": (
-        "rollout_min_new_tokens",
-        "eval_min_new_tokens",
-        lambda s: s.min_new_tokens,
-    ),
+# SGLang name -> the SamplingOptions field Miles sets it from (flags rollout_<field>, eval_<field>).
+_MILES_KEYS: Mapping[str, str] = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "max_new_tokens": "max_response_len",
+    "min_new_tokens": "min_new_tokens",
 }
 
 # What Miles leaving a key unset means to SGLang: a seat value equal to it changes nothing.
@@ -88,10 +77,6 @@ class SeatSetupError(SetupError, ValueError):
             f"before Miles can train it:\n{lines}"
         )
 
-    @property
-    def keys(self) -> list[str]:
-        return [p.key for p in self.problems]
-
 
 def _same(seat_value: Any, miles_value: Any, key: str) -> bool:
     unset = _UNSET_MEANS.get(key)
@@ -105,13 +90,7 @@ def _same(seat_value: Any, miles_value: Any, key: str) -> bool:
 
 
 def _toml(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _modes(options: MilesOptions) -> list[tuple[str, SamplingOptions, int]]:
@@ -148,10 +127,11 @@ def _sampling_problems(
                 )
             )
         elif key in _MILES_KEYS:
-            train_field, eval_field, miles_value_in = _MILES_KEYS[key]
+            name = _MILES_KEYS[key]
+            train_field, eval_field = f"rollout_{name}", f"eval_{name}"
             differing = []
             for mode, sampling, index in _modes(options):
-                miles_value = miles_value_in(sampling)
+                miles_value = getattr(sampling, name)
                 if not _same(value, miles_value, key):
                     # Evaluation's own flag, or the training one it falls back on.
                     own = index and getattr(options, eval_field) is not None
@@ -327,10 +307,3 @@ def seat_problems(description: Description, options: MilesOptions) -> list[SeatP
         if seat.trainable:
             problems += _sampling_problems(seat, options, prefix)
     return problems + _count_problems(description, seats, prefix)
-
-
-def check_seats(description: Description, options: MilesOptions) -> None:
-    """Raise :class:`SeatSetupError` listing every problem :func:`seat_problems` finds."""
-    problems = seat_problems(description, options)
-    if problems:
-        raise SeatSetupError(problems)

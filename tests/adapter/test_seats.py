@@ -21,7 +21,7 @@ from miles_verifiers.protocol.messages import (
 from miles_verifiers.protocol.records import TaskRecord
 from miles_verifiers.trainer.construction import STAGES, inputs, survey
 from miles_verifiers.trainer.options import validate_options
-from miles_verifiers.trainer.seats import SeatSetupError, check_seats, seat_problems
+from miles_verifiers.trainer.seats import SeatSetupError, seat_problems
 
 LOCAL = RuntimeDescription(type="subprocess", local=True)
 
@@ -283,16 +283,18 @@ def test_best_of_n_is_refused_naming_the_env_id(options):
 # -- where the checks run ------------------------------------------------------------------------------
 
 
-def test_check_seats_raises_a_setup_error_listing_every_problem(options):
+def test_the_seat_setup_error_lists_every_problem(options):
     broken = dialogue(
         assistant={"sampling": {"temperature": 0.7}}, quiz_master={"model": "gpt-4.1-mini"}
     )
 
-    with pytest.raises(SeatSetupError) as caught:
-        check_seats(broken, options)
+    error = SeatSetupError(seat_problems(broken, options))
 
-    assert caught.value.keys == ["[assistant.sampling] temperature", "[quiz_master] model"]
-    assert str(caught.value).startswith("2 problems with the Verifiers environment's seats")
+    assert [p.key for p in error.problems] == [
+        "[assistant.sampling] temperature",
+        "[quiz_master] model",
+    ]
+    assert str(error).startswith("2 problems with the Verifiers environment's seats")
 
 
 def test_the_construction_survey_reports_seat_problems_under_their_stage(make_args, options):
