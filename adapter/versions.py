@@ -101,20 +101,15 @@ WORKER_VERSIONS_04: tuple[VersionRule, ...] = (
     ),
 )
 
-# The first Verifiers release whose V1 API is Env/slots/run_slot rather than Environment/Episode.
-SLOTS_API_FROM = "0.3"
-
 
 def uses_slots_api(verifiers_version: str | None) -> bool:
-    """Whether ``verifiers_version`` is 0.3 or newer; an unreadable or missing version is not
-    (the 0.2 path's own gate then reports it)."""
-    if verifiers_version is None:
-        return False
+    """Whether ``verifiers_version`` is 0.3 or newer (Env/slots/run_slot, not Environment/Episode);
+    an unreadable or missing version is not (the 0.2 path's own gate then reports it)."""
     try:
-        version = Version(verifiers_version)
+        version = Version(verifiers_version or "")
     except InvalidVersion:
         return False
-    return Version(version.base_version) >= Version(SLOTS_API_FROM)
+    return Version(version.base_version) >= Version("0.3")
 
 
 def worker_rules(verifiers_version: str | None) -> tuple[VersionRule, ...]:

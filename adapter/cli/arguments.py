@@ -15,11 +15,11 @@ from typing import Any
 from miles_verifiers.cli.flags import (
     EXTRA_FLAGS_DEST,
     EXTRA_FLAGS_OPTION,
+    PASSTHROUGH_DEST,
     accept_passthrough,
     add_miles_arguments,
     given_miles_flags,
     parse_passthrough,
-    passthrough_tokens,
 )
 from miles_verifiers.cli.kit import find_kit, fixture_config_names, is_fixture_model
 from miles_verifiers.cli.loading import DEFAULT_ROLLOUT_FUNCTION
@@ -107,7 +107,7 @@ def cli_namespace(
     preset: Mapping[str, Any] | None = None,
 ) -> argparse.Namespace:
     """The Miles namespace for this command line (raises on unreadable passthrough flags)."""
-    passthrough = parse_passthrough(passthrough_tokens(cli))
+    passthrough = parse_passthrough(getattr(cli, PASSTHROUGH_DEST, None) or [])
     placeholder = config_path or _env_config_path()
     return build_namespace(
         given_miles_flags(cli), passthrough, config_path=placeholder, preset=preset

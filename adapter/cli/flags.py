@@ -31,7 +31,6 @@ class PassthroughError(CommandLineError, ValueError):
 
 
 TYPED_FLAGS: tuple[MilesFlag, ...] = tuple(row for row in MILES_FLAGS if row.help is not None)
-MILES_FLAGS_BY_DEST: Mapping[str, MilesFlag] = {f.dest: f for f in TYPED_FLAGS}
 
 
 def _json_value(text: str) -> Any:
@@ -92,9 +91,7 @@ def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
 
 def given_miles_flags(namespace: argparse.Namespace) -> dict[str, Any]:
     """The typed Miles flags the user actually gave, by ``args`` attribute."""
-    return {
-        dest: getattr(namespace, dest) for dest in MILES_FLAGS_BY_DEST if hasattr(namespace, dest)
-    }
+    return {f.dest: getattr(namespace, f.dest) for f in TYPED_FLAGS if hasattr(namespace, f.dest)}
 
 
 def parse_scalar(text: str) -> Any:
@@ -160,11 +157,6 @@ def _passthrough_values(name: str, values: Sequence[str]) -> dict[str, Any]:
     return {attribute: [parse_scalar(v) for v in values]}
 
 
-def _flag_names(tokens: Sequence[str]) -> list[str]:
-    flags = [token for token in tokens if token.startswith("--") and token != "--"]
-    return [flag[2:].partition("=")[0] for flag in flags]
-
-
 def normalize_flag_name(name: str) -> str:
     """``--Some_Flag`` and ``some-flag`` alike as ``some-flag``."""
     return name.strip().lstrip("-").replace("_", "-").lower()
@@ -178,9 +170,10 @@ def unknown_flags_message(
     own = {normalize_flag_name(name) for name in known}
     allowed = MILES_FLAG_NAMES | own | {normalize_flag_name(name) for name in extra}
     candidates = sorted(MILES_FLAG_NAMES | own)
+    names = [t[2:].partition("=")[0] for t in tokens if t.startswith("--") and t != "--"]
     unknown = [
         name
-        for name in dict.fromkeys(_flag_names(tokens))  # each name once, in order
+        for name in dict.fromkeys(names)  # each name once, in order
         # a known flag misspelled with underscores is reported by the passthrough parser
         if normalize_flag_name(name) not in allowed
     ]
@@ -200,13 +193,10 @@ def unknown_flags_message(
 
 
 def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Make ``parser`` keep checked unknown ``--flag`` tokens on the namespace.
-
-    argparse hands a sub-parser's leftovers back to the top-level parser, which fails on
-    them; this stores them at :data:`PASSTHROUGH_DEST` instead, once each is known to Miles
-    or named with ``--extra-miles-flag`` (else a usage error, exit 2). ``allow_abbrev`` must
-    be off, or argparse would expand unknown prefixes of known flags.
-    """
+    """Make ``parser`` keep unknown ``--flag`` tokens at :data:`PASSTHROUGH_DEST` (argparse
+    would hand a sub-parser's leftovers to the top-level parser, which fails on them), once
+    each is known to Miles or named with ``--extra-miles-flag``, else exit 2 with the usage.
+    ``allow_abbrev`` must be off, or argparse would expand unknown prefixes of known flags."""
     if parser.allow_abbrev:
         raise ValueError("a passthrough parser needs allow_abbrev=False")
     original = parser.parse_known_args
@@ -228,7 +218,3 @@ def accept_passthrough(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 
     parser.parse_known_args = parse_known_args  # type: ignore[method-assign, assignment]
     return parser
-
-
-def passthrough_tokens(namespace: argparse.Namespace) -> list[str]:
-    return list(getattr(namespace, PASSTHROUGH_DEST, None) or [])

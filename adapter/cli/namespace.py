@@ -34,14 +34,6 @@ RUNNER_DEFAULTS: Mapping[str, Any] = {"hf_checkpoint": DEFAULT_CHECKPOINT}
 EVAL_PLACEHOLDER_NAME = "verifiers-taskset"
 
 
-def count_one_engine(values: dict[str, Any]) -> None:
-    """Default ``rollout_num_gpus`` to one engine's GPUs, in place: Miles requires the flag
-    to place engines, and this runner talks to exactly one. A value the user gave is kept."""
-    if values.get("rollout_num_gpus") is None:
-        per_engine = values.get("rollout_num_gpus_per_engine")
-        values["rollout_num_gpus"] = per_engine if isinstance(per_engine, int) else 1
-
-
 class NamespaceError(CommandLineError, ValueError):
     """Flags that Miles' own argument checks would refuse."""
 
@@ -81,7 +73,10 @@ def build_namespace(
     for layer in (SCHEDULE_DEFAULTS, LAUNCHER_SETTINGS, RUNNER_DEFAULTS, preset or {}, given):
         values.update(copy.deepcopy(dict(layer)))
     values.update(copy.deepcopy(dict(passthrough or {})))
-    count_one_engine(values)
+    # Miles requires --rollout-num-gpus to place engines; this runner talks to exactly one.
+    if values.get("rollout_num_gpus") is None:
+        per_engine = values.get("rollout_num_gpus_per_engine")
+        values["rollout_num_gpus"] = per_engine if isinstance(per_engine, int) else 1
     derive_miles_values(values)
     if values.get("eval_interval") is not None and not values.get("eval_prompt_data"):
         values["eval_prompt_data"] = [EVAL_PLACEHOLDER_NAME, str(config_path or "")]
