@@ -17,13 +17,14 @@ import pytest
 from miles_verifiers.episodes.v02.episodes import Generation02
 from miles_verifiers.episodes.v04.episodes import (
     EPISODE_ERROR,
+    NOT_OK_ERROR,
     TRAINABLE_COUNT_ERROR,
     UNSCORED_ERROR,
     Generation04,
     judge_episodes,
     run_slots,
+    trace_record04,
 )
-from miles_verifiers.episodes.v04.records import NOT_OK_ERROR, trace_record04
 from miles_verifiers.episodes.v04.upstream import CallEndedError, TransportLoans, _hooked
 from miles_verifiers.episodes.worker import WorkerHandler, generation_for
 from miles_verifiers.errors import is_unsupported_request

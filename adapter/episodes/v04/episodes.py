@@ -5,20 +5,21 @@ model context (so its own sampling seed). The model client is Verifiers' own ``T
 reaching the call's SGLang transport through the seam in :mod:`.upstream`. Only trainable
 agents' traces become records, exactly one per rollout. Each slot is judged by Verifiers' own
 stamps: its record carries the episode's verdict (``episode_error``), so training drops the group
-while evaluation fails that rollout only; a slot with no trainable trace fails the group.
+while evaluation fails that rollout only; a slot with no trainable trace fails the group. A
+trace's own stamps travel as Verifiers set them: ``ok`` (not an empty error list: a trace that
+recovered under retries keeps its errors) and ``is_timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from miles_verifiers.episodes.calls import EnvironmentPool
 from miles_verifiers.episodes.v04.config import describe04, load04, renderer_config04
-from miles_verifiers.episodes.v04.records import trace_record04
 from miles_verifiers.episodes.v04.upstream import TransportLoans, install_transport_hook
 from miles_verifiers.episodes.worker import Built, OpenCall
 from miles_verifiers.errors import UNSUPPORTED_REQUEST_CODE, tag_with_code
@@ -31,7 +32,7 @@ from miles_verifiers.protocol.messages import (
     ReplyBody,
     WorkerSetup,
 )
-from miles_verifiers.protocol.records import TraceRecord
+from miles_verifiers.protocol.records import ErrorRecord, TraceRecord, trace_fields
 
 # The TrainClientConfig's API key variable: none is needed, and Verifiers' default would make it
 # read the Prime CLI's config.
@@ -42,6 +43,39 @@ TRAINABLE_COUNT_ERROR = "TrainableTraceCountError"
 UNSCORED_ERROR = "UnscoredRewardError"
 EPISODE_ERROR = "EpisodeError"
 EPISODE_TIMEOUT = "EpisodeTimeoutError"
+# The error recorded for a trace Verifiers judged not ok without saying why.
+NOT_OK_ERROR = "TraceNotOk"
+
+
+def error_record(trace: Any) -> ErrorRecord | None:
+    error = trace.last_error
+    if error is not None:
+        return ErrorRecord(type=error.type, message=error.message)
+    if trace.ok:
+        return None
+    return ErrorRecord(
+        type=NOT_OK_ERROR,
+        message=f"Verifiers judged the trace not ok (stop condition {trace.stop_condition!r}) "
+        "and recorded no error",
+    )
+
+
+def trace_record04(
+    trace: Any, prefix_cache: Callable[[str], Any] | None = None, *, rollout: int | None = None
+) -> TraceRecord:
+    """The record of a 0.4 trace; ``prefix_cache`` looks up the engine's cache usage."""
+    ok = bool(trace.ok)
+    return TraceRecord(
+        **trace_fields(trace, prefix_cache, count_turns=True),
+        rewards={name: float(r.score) for name, r in trace.rewards.items() if r is not None},
+        metrics={k: float(v) for k, v in trace.metrics.items() if v is not None},
+        error=error_record(trace),
+        unscored=sorted(name for name, r in trace.rewards.items() if r is None),
+        ok=ok,
+        is_timeout=bool(getattr(trace, "is_timeout", False)),
+        recovered_errors=len(trace.errors) if ok else 0,
+        rollout=rollout,
+    )
 
 
 def client_config04(setup: WorkerSetup, base_url: str) -> Any:

@@ -37,8 +37,7 @@ INDEX_HTTP_TIMEOUT_S = "10"
 class UvSeat:
     """A seat whose harness prepares a uv script in a host runtime."""
 
-    seat: str
-    harness: str
+    where: str  # the file, the seat and its harness, for a refusal
     harness_key: str  # where the harness is chosen: the seat's table, or the taskset's default
     harness_table: str  # the seat's harness table as the file spells it ([agent.harness])
     env: Mapping[str, str]  # the harness's own environment, which Verifiers hands to uv
@@ -60,7 +59,7 @@ def prepares_uv_script(harness_type: type) -> bool:
     return False
 
 
-def uv_seats(config: Any, prefix: Sequence[str] = ()) -> list[UvSeat]:
+def uv_seats(config: Any, path: Path, prefix: Sequence[str] = ()) -> list[UvSeat]:
     """The seats of ``config`` whose harness prepares a uv script on the worker's machine."""
     from verifiers.v1.env import agent_config_fields
     from verifiers.v1.utils.loaders import harness_class
@@ -84,8 +83,10 @@ def uv_seats(config: Any, prefix: Sequence[str] = ()) -> list[UvSeat]:
             if spec.harness is not None
             else f"the taskset's default harness (pin one in {harness_table})"
         )
+        named = f"the {seat!r} seat's harness {str(harness.id)!r} ({key})"
+        where = f"{CONFIG_ENV_VAR} file {path}: {named}"
         env = getattr(harness, "resolved_env", None) or {}
-        found.append(UvSeat(seat, str(harness.id), key, harness_table, dict(env)))
+        found.append(UvSeat(where, key, harness_table, dict(env)))
     return found
 
 
@@ -110,21 +111,13 @@ def _last_line(text: str) -> str:
     return " / ".join(lines[-3:])[-400:] if lines else "no output"
 
 
-def _where(seat: UvSeat, path: Path) -> str:
-    return (
-        f"{CONFIG_ENV_VAR} file {path}: the {seat.seat!r} seat's harness {seat.harness!r} "
-        f"({seat.harness_key})"
-    )
-
-
-def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> str:
+def check_uv_program(seat: UvSeat, environ: Mapping[str, str]) -> str:
     """The ``uv`` the seat's harness would run; refuses a missing one or one too old."""
-    where = _where(seat, path)
     uv = shutil.which("uv", path=environ.get("PATH", os.defpath))
     if uv is None:
         first = environ.get("PATH", "").split(os.pathsep)[0]
         raise ConfigError(
-            f"{where} runs its program as a uv script, and there is no `uv` on "
+            f"{seat.where} runs its program as a uv script, and there is no `uv` on "
             f"the episode workers' PATH (its first entry: {first}); Verifiers would try to "
             "download uv in every episode and the episodes would fail.",
             field=seat.harness_key,
@@ -143,7 +136,7 @@ def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> st
         usable = False
     if not usable:
         raise ConfigError(
-            f"{where} runs its program as a uv script, and the `uv` the episode "
+            f"{seat.where} runs its program as a uv script, and the `uv` the episode "
             f"workers find ({uv}) cannot sync scripts (too old, or it does not run).",
             field=seat.harness_key,
             fix="install a current uv into the worker venv: "
@@ -152,12 +145,11 @@ def check_uv_program(seat: UvSeat, environ: Mapping[str, str], path: Path) -> st
     return uv
 
 
-def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -> None:
+def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str]) -> None:
     """Resolve the chat program's dependencies as the seat's setup would; refuse when uv
     cannot (bounded)."""
     env = {**environ, **seat.env, "UV_OFFLINE": "false"}
     env.setdefault("UV_HTTP_TIMEOUT", INDEX_HTTP_TIMEOUT_S)
-    where = _where(seat, path)
     command = [
         uv, "pip", "compile", "-", "--no-config", "--quiet", "--no-header", "--no-annotate",
         "--python", sys.executable,
@@ -181,7 +173,7 @@ def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str], path: Path) -
         return
     index = env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or "PyPI (uv's default)"
     raise ConfigError(
-        f"{where} prepares its program with uv in each episode worker, which "
+        f"{seat.where} prepares its program with uv in each episode worker, which "
         f"resolves the program's dependencies against a package index, and uv could not reach "
         f"it from the workers (index: {index}; uv said: {problem}). A warm uv cache does not "
         "stand in for the index: Verifiers prepares the script with UV_OFFLINE=false.",
@@ -202,14 +194,14 @@ def check_harness_needs04(
 ) -> None:
     """Refuse a seat whose harness cannot prepare its program (no ``uv``, or no index);
     ``environ``: the workers' (by default this process's: describing runs with their ``PATH``)."""
-    seats = uv_seats(config, prefix)
+    seats = uv_seats(config, path, prefix)
     if not seats:
         return
     environ = dict(os.environ if environ is None else environ)
-    uv = check_uv_program(seats[0], environ, path)
+    uv = check_uv_program(seats[0], environ)
     probed: set[tuple[tuple[str, str], ...]] = set()
     for seat in seats:
         key = tuple(sorted(seat.env.items()))
         if key not in probed:
             probed.add(key)
-            check_index(seat, uv, environ, path)
+            check_index(seat, uv, environ)

@@ -63,28 +63,23 @@ class WorkerTemplate:
     ) -> tuple[int, int, int]:
         """A new process running ``entry``: its pid, stdin's write end and stdout's read end
         (ours to close); a dead template is started again, once."""
+        message = json.dumps({"entry": entry, "environ": environ}).encode()
+        extra = [] if stderr is None else [stderr]
         with self._lock:
-            if self._closed:
-                raise WorkerLostError("the episode workers' template was closed")
-            message = json.dumps({"entry": entry, "environ": environ}).encode()
-            extra = [] if stderr is None else [stderr]
-            try:
-                return self._fork(message, extra)
-            except (OSError, ValueError):
-                self._end()
-                if self._closed:  # close() ended it mid-fork
-                    raise WorkerLostError("the episode workers' template was closed") from None
-            try:
-                return self._fork(message, extra)
-            except (OSError, ValueError) as error:
-                code = self._end()
-                reason = str(error) or type(error).__name__
-                if code is not None and code >= 0:
-                    reason = f"it exited with code {code} (its error output is on stderr)"
-                raise WorkerLostError(
-                    f"the episode workers' template ({self.python} -m {TEMPLATE_MODULE}) did not "
-                    f"fork a {entry}: {reason}"
-                ) from error
+            for _ in range(2):
+                if self._closed:  # close() may have ended it mid-fork
+                    raise WorkerLostError("the episode workers' template was closed")
+                try:
+                    return self._fork(message, extra)
+                except (OSError, ValueError) as error:
+                    failure, code = error, self._end()
+            reason = str(failure) or type(failure).__name__
+            if code is not None and code >= 0:
+                reason = f"it exited with code {code} (its error output is on stderr)"
+            raise WorkerLostError(
+                f"the episode workers' template ({self.python} -m {TEMPLATE_MODULE}) did not "
+                f"fork a {entry}: {reason}"
+            ) from failure
 
     def _fork(self, message: bytes, extra: list[int]) -> tuple[int, int, int]:
         channel = self._running()
