@@ -1,12 +1,10 @@
 """The worker template: an interpreter that has imported what episodes need and forks each
 local episode worker on request, so none pays Verifiers' seconds of imports again.
 
-Started as ``python -m miles_verifiers.episodes.template [--tokenizer SOURCE --copies N]`` with
-one end of a ``SOCK_SEQPACKET`` pair as stdin. Each message names an entry and its environment
-(JSON), with the child's stdin, stdout (and stderr) attached; the template forks, answers the
-pid, and the child runs the entry's ``main()`` on those streams. Fork safety: only library
-modules are imported (and tokenizers loaded), no thread or loop is started. The template exits
-when the socket closes; SIGCHLD is ignored so the kernel reaps the children.
+Its stdin is one end of a ``SOCK_SEQPACKET`` pair; each message names an entry and its
+environment (JSON) with the child's standard streams attached, and is answered with the pid.
+Fork safety: only library modules are imported (and tokenizers loaded), no thread or loop is
+started. It exits when the socket closes; SIGCHLD is ignored so the kernel reaps the children.
 """
 
 from __future__ import annotations

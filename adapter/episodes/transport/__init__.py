@@ -1,8 +1,5 @@
-"""SGLang transport: what Verifiers' ``TrainClient`` is given in place of an ``AsyncOpenAI``.
-
-It turns Renderers' token-in/token-out generate requests into SGLang's native ``/generate`` and
-returns the exact sampled token ids and logprobs.
-"""
+"""SGLang transport: what Verifiers' ``TrainClient`` is given in place of an ``AsyncOpenAI``,
+sending token-in/token-out generate requests to SGLang's native ``/generate``."""
 
 from miles_verifiers.episodes.transport.transport import SGLangTransport
 

@@ -145,7 +145,10 @@ def growing_pool_class() -> type:
             try:
                 renderer = self._idle.get_nowait()
             except queue.Empty:
-                renderer = self._grow_or_wait()
+                renderer = self._grow()
+            if renderer is None:
+                # Renderers calls pool methods on worker threads, so blocking here is fine.
+                renderer = self._idle.get()
             try:
                 yield renderer
             finally:
@@ -170,28 +173,18 @@ def growing_pool_class() -> type:
             self.inline_renderer = InlineRenderer(renderer, self)
 
         def _fill(self) -> None:
-            while self._reserve():
-                try:
-                    renderer = self._build_reserved()
-                except Exception as error:
-                    logger.warning("building a spare renderer failed: %s", error)
-                    return
-                self._idle.put(renderer)
+            try:
+                while (renderer := self._grow()) is not None:
+                    self._idle.put(renderer)
+            except Exception as error:
+                logger.warning("building a spare renderer failed: %s", error)
 
-        def _grow_or_wait(self) -> Any:
-            if self._reserve():
-                return self._build_reserved()
-            # Renderers calls pool methods on worker threads, so blocking here is fine.
-            return self._idle.get()
-
-        def _reserve(self) -> bool:
+        def _grow(self) -> Any:
+            """A new renderer, or None at capacity."""
             with self._grow_lock:
                 if self.built >= self._capacity:
-                    return False
+                    return None
                 self.built += 1
-                return True
-
-        def _build_reserved(self) -> Any:
             try:
                 return self._make_renderer()
             except BaseException:
