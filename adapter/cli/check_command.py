@@ -1,9 +1,8 @@
 """``miles-verifiers check``: report every construction problem of a run, run nothing.
 
-Takes the same flags as ``rollout``. Every stage of :mod:`miles_verifiers.trainer.construction`
-whose inputs exist runs, so independent problems are reported together; only when all pass is
-the rollout function constructed, as Miles does before any engine exists, so no engine is ever
-contacted.
+Takes ``rollout``'s flags and surveys every construction stage, so independent problems are
+reported together; only when all pass is the rollout function constructed, as Miles does before
+any engine exists, so no engine is ever contacted.
 """
 
 from __future__ import annotations

@@ -121,11 +121,9 @@ def _split_flag(token: str) -> tuple[str, str | None]:
 
 
 def parse_passthrough(tokens: Sequence[str]) -> dict[str, Any]:
-    """Read ``--flag [value ...]`` groups into ``{attribute: value}``.
-
-    No value gives True (``--disable-x`` also sets ``x = False``, as Miles' store_false flags
-    do); one value gives that value, several a list. A flag given twice is an error.
-    """
+    """Read ``--flag [value ...]`` groups into ``{attribute: value}``: no value gives True
+    (``--disable-x`` also sets ``x = False``, as Miles' store_false flags do), one value that
+    value, several a list. A flag given twice is an error."""
     parsed: dict[str, Any] = {}
     seen: set[str] = set()
     index = 0

@@ -27,10 +27,6 @@ INSTALL_HINT = (
 )
 
 
-class KitMissingError(CommandLineError, LookupError):
-    """Something needs the embedded test kit, and it is not installed."""
-
-
 @runtime_checkable
 class EmbeddedKit(Protocol):
     """What the command line uses from the test kit."""
@@ -49,7 +45,7 @@ def find_kit() -> EmbeddedKit | None:
         return None
     kit = found[0].load()
     if not isinstance(kit, EmbeddedKit):
-        raise KitMissingError(
+        raise CommandLineError(
             f"the {ENTRY_POINT_GROUP} entry point {found[0].value!r} is not a usable kit. "
             f"Fix: reinstall it ({INSTALL_HINT})."
         )
@@ -71,8 +67,8 @@ def add_kit_only(subparsers: argparse._SubParsersAction, name: str, *, help: str
 
 
 def _needs_kit(name: str, cli: argparse.Namespace) -> int:
-    error = KitMissingError(f"{name} comes with the embedded test kit. Fix: {INSTALL_HINT}.")
-    sys.stderr.write(f"miles-verifiers {name}: error: {error}\n")
+    message = f"{name} comes with the embedded test kit. Fix: {INSTALL_HINT}."
+    sys.stderr.write(f"miles-verifiers {name}: error: {message}\n")
     return 2
 
 

@@ -1,11 +1,9 @@
 """Miles' own hooks around a rollout: reward models, filters, post-processing, logprob recompute.
 
 Called where Miles' built-in rollout calls them: a Miles reward model replaces the Verifiers
-reward of a finished group (kept in ``metadata["verifiers"]["rewards"]``) before the dynamic
-filter sees the group; the sample filter gets the groups a training call returns, the
-all-samples hook every group it consumed (returned or dropped). Hooks are loaded at
-construction, so a wrong path fails before anything runs; a path is ``module.attr`` (Miles'
-convention, resolved by Miles' ``load_function`` when Miles is installed) or ``module:attr``.
+reward of a finished group before the dynamic filter sees it; the sample filter gets the groups
+a training call returns, the all-samples hook every group it consumed. Loaded at construction;
+a path is ``module.attr`` (resolved by Miles' ``load_function`` where installed) or ``module:attr``.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from miles_verifiers.errors import RolloutCallError, SetupError
+from miles_verifiers.trainer.options import FLAGS
 
 MILES_LOAD_FUNCTION = ("miles.utils.misc", "load_function")
 MILES_RM_HUB = "miles.rollout.rm_hub"
@@ -29,10 +28,9 @@ MILES_DUMPER = ("miles.utils.dumper_utils", "configure_sglang")
 
 
 class HookError(SetupError, ValueError):
-    """A Miles hook flag that cannot be used; ``flag`` names it."""
+    """A Miles hook flag that cannot be used."""
 
     def __init__(self, flag: str, message: str, fix: str) -> None:
-        self.flag = flag
         super().__init__(f"{flag} {message} Fix: {fix}")
 
 
@@ -208,13 +206,12 @@ class MilesHooks:
 
 def load_hooks(options: Any, *, use_miles: bool) -> MilesHooks:
     """Load every configured hook now; raises :class:`HookError` naming the first bad flag.
+    Without Miles (``use_miles``), ``--rm-type`` and ``--recompute-logprobs-via-prefill`` are
+    refused: they need its reward models and prefill helper."""
 
-    ``use_miles``: Miles is importable, so its loader, reward models and prefill helper are
-    used; without it ``--rm-type`` and ``--recompute-logprobs-via-prefill`` are refused.
-    """
-
-    def optional(path: str | None, flag: str) -> Callable[..., Any] | None:
-        return None if path is None else load_hook(path, flag, use_miles=use_miles)
+    def optional(name: str) -> Callable[..., Any] | None:
+        path = getattr(options, name)
+        return None if path is None else load_hook(path, FLAGS[name], use_miles=use_miles)
 
     prefill = None
     if options.recompute_logprobs_via_prefill:
@@ -228,13 +225,9 @@ def load_hooks(options: Any, *, use_miles: bool) -> MilesHooks:
                 "transport already returns the engine's own sampling logprobs).",
             )
     return MilesHooks(
-        dynamic_filter=optional(
-            options.dynamic_sampling_filter_path, "--dynamic-sampling-filter-path"
-        ),
-        sample_filter=optional(options.rollout_sample_filter_path, "--rollout-sample-filter-path"),
-        all_samples_process=optional(
-            options.rollout_all_samples_process_path, "--rollout-all-samples-process-path"
-        ),
+        dynamic_filter=optional("dynamic_sampling_filter_path"),
+        sample_filter=optional("rollout_sample_filter_path"),
+        all_samples_process=optional("rollout_all_samples_process_path"),
         reward_model=load_reward_model(options, use_miles=use_miles),
         prefill_recompute=prefill,
         dumper=_miles_attribute(*MILES_DUMPER) if use_miles else None,

@@ -35,11 +35,8 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def trace_metrics(traces: Sequence[TraceRecord], prefix: str = TRAIN_PREFIX) -> dict[str, float]:
-    """Reward, error/truncation rates, turns and tokens over ``traces`` ({} when empty).
-
-    Each reward function's score and each metric the environment recorded gets its mean over
-    the traces that carry it, as ``reward/<name>`` and ``metric/<name>``.
-    """
+    """Reward, error/truncation rates, turns and tokens over ``traces`` ({} when empty), and
+    each reward function's and metric's mean over the traces that carry it."""
     if not traces:
         return {}
     values = {
@@ -71,10 +68,8 @@ def _means_by_name(values: Sequence[Mapping[str, float]], prefix: str) -> dict[s
 def sample_metrics(
     samples: Sequence[Any], reward_args: Any, prefix: str = TRAIN_PREFIX
 ) -> dict[str, float]:
-    """What Miles will train on: its reward (after any Miles reward model), lengths, aborts.
-
-    ``reward_args`` is what ``Sample.get_reward_value`` reads (anything with ``reward_key``).
-    """
+    """What Miles will train on: its reward (after any Miles reward model; ``reward_args`` is
+    what ``Sample.get_reward_value`` reads), lengths, aborts."""
     if not samples:
         return {}
     values = {
