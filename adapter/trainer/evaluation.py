@@ -29,7 +29,7 @@ from miles_verifiers.trainer.conversion import (
     trace_reward,
     trace_to_sample,
 )
-from miles_verifiers.trainer.groups import GroupRun, GroupRunner, gather_bounded
+from miles_verifiers.trainer.groups import CallScope, GroupRun, gather_bounded
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     TRAIN_PREFIX,
@@ -146,19 +146,18 @@ def rollout_traces(traces: Sequence[TraceRecord], n: int) -> list[TraceRecord | 
 
 
 async def evaluate(
-    scope: Any,
+    scope: CallScope,
     setup: EvalSetup,
     args: Any,
     *,
     weight_version: Any,
-    runner: GroupRunner,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
 
     def group(position: int, task: TaskRecord) -> Callable[[], Any]:
         async def run() -> tuple[bool, list[EvalEntry]]:
             # Evaluation runs the tasks in load order: a task's slot is its index.
-            result = await runner.run(position, position)
+            result = await scope.run(position, position)
             # Every episode would refuse alike: stop, as training does.
             raise_if_unsupported(None if result.ok else result.error)
             entries = group_entries(result, task, position, setup, weight_version)

@@ -29,18 +29,19 @@ class GroupRun:
         return self.failure is None
 
 
-class GroupRunner(Protocol):
-    """Runs task groups for one call (``backends.call.WorkerCallScope``, whatever the backend)."""
+class CallScope(Protocol):
+    """One call's groups and tasks (``backends.call.WorkerCallScope``, whatever the backend)."""
 
     async def run(self, slot: int, task_index: int) -> GroupRun:
         """The episode of task ``task_index`` at ``slot`` (its seeds follow the slot)."""
         ...
 
-
-class Spawner(Protocol):
     def spawn(
         self, coroutine: Coroutine[Any, Any, Any], *, name: str | None = None
     ) -> asyncio.Task[Any]: ...
+
+    async def wind_down(self) -> None:
+        """Stop what is left of the call's work."""
 
 
 def rollout_seeds(base_seed: int, slot: int, samples_per_slot: int) -> list[int]:
@@ -56,7 +57,7 @@ def new_rid_prefix(mode: str) -> str:
 
 
 async def gather_bounded(
-    scope: Spawner,
+    scope: CallScope,
     factories: Sequence[Callable[[], Awaitable[Any]]],
     limit: int,
 ) -> list[Any]:

@@ -19,8 +19,6 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
@@ -32,8 +30,8 @@ from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol.messages import (
     CleanupSpec,
     Description,
-    RendererSpecModel,
 )
+from miles_verifiers.protocol.versions import process_versions, version_line
 from miles_verifiers.trainer import construction
 from miles_verifiers.trainer.backends.call import EpisodeBackend, WorkerCallScope
 from miles_verifiers.trainer.backends.setup import EpisodeSide, choose_episode_side, worker_setup
@@ -152,26 +150,9 @@ class AdapterSettings(BaseSettings):
         )
 
 
-@dataclass(frozen=True)
-class _Run:
-    """Everything built at construction."""
-
-    options: MilesOptions
-    contract: Contract
-    hooks: MilesHooks
-    model: str
-    config_path: Path
-    description: Description
-    renderer: RendererSpecModel
-    transport: Mapping[str, Any]  # mode -> TransportSettings template
-    # The episode side construction described the taskset with; its setup starts the backend.
-    episodes: EpisodeSide
-    train: TrainSetup
-    eval: EvalSetup
-    settings: AdapterSettings
-
-
-def _build_run(args: Any, settings: AdapterSettings) -> _Run:
+def _build_run(args: Any, settings: AdapterSettings) -> dict[str, Any]:
+    """Construction's products (every check passed), with the ``contract``, the ``episodes``
+    side that described the taskset, and each call's setup (``train``, ``eval``)."""
     chosen = contract()
     branch_policy = settings.resolved_branch_policy(chosen.Sample)
     logger.info(
@@ -201,7 +182,14 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
     description: Description = made["description"]
     for note in getattr(description, "config_notes", None) or ():
         logger.warning("%s", note)  # what loading the config set aside (vf-eval run keys)
-    _log_versions(description, settings)
+    versions = run_versions(description, settings)
+    python = versions["episode_python"]
+    logger.info(
+        "versions: trainer %s; episodes (%s) %s",
+        version_line(versions["trainer"]),
+        "in this process" if python is None else f"workers of {python}",
+        version_line(versions["episodes"]),
+    )
     # Engine answers are checked against the vocabulary of the tokenizer that renders prompts.
     transport = {
         mode: template.model_copy(update={"vocab_size": description.vocab_size})
@@ -220,6 +208,12 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         sample_cls=chosen.Sample,
         call_dynamic_filter=chosen.call_dynamic_filter,
         branch_policy=branch_policy,
+        prefill_sampling={
+            "temperature": options.train.temperature,
+            "top_p": options.train.top_p,
+            "top_k": options.train.top_k,
+            "max_new_tokens": options.train.max_response_len,
+        },
     )
     evaluation = EvalSetup(
         tasks=tasks,
@@ -231,65 +225,44 @@ def _build_run(args: Any, settings: AdapterSettings) -> _Run:
         sample_cls=chosen.Sample,
         branch_policy=branch_policy,
     )
-    return _Run(
-        options,
-        chosen,
-        hooks,
-        made["model"],
-        made["config_path"],
-        description,
-        made["renderer"],
-        transport,
-        episodes,
-        train,
-        evaluation,
-        settings,
-    )
+    return {
+        **made,
+        "contract": chosen,
+        "transport": transport,
+        "episodes": episodes,
+        "train": train,
+        "eval": evaluation,
+    }
 
 
 def run_versions(description: Description, settings: AdapterSettings) -> dict[str, Any]:
     """What each side runs: ``trainer``, ``episodes`` (as the workers' interpreter reported) and
     ``episode_python`` (None: the episodes run in this process)."""
-    from miles_verifiers.protocol.versions import process_versions
-
     trainer = process_versions()
     python = settings.episode_python
     episodes = trainer if python is None else dict(description.versions)
     return {"trainer": trainer, "episodes": episodes, "episode_python": python}
 
 
-def _log_versions(description: Description, settings: AdapterSettings) -> None:
-    from miles_verifiers.protocol.versions import version_line
-
-    versions = run_versions(description, settings)
-    python = versions["episode_python"]
-    logger.info(
-        "versions: trainer %s; episodes (%s) %s",
-        version_line(versions["trainer"]),
-        "in this process" if python is None else f"workers of {python}",
-        version_line(versions["episodes"]),
-    )
-
-
-def _episode_backend(run: _Run) -> EpisodeBackend:
+def _episode_backend(run: Mapping[str, Any], settings: AdapterSettings) -> EpisodeBackend:
     """The started episode backend (a worker gets the setup at a call's first group)."""
-    settings = run.settings
     if settings.episode_worker_backend == "ray":
         from miles_verifiers.trainer.backends.ray import require_ray
 
         require_ray()
     setup = worker_setup(
-        str(run.config_path),
-        run.config_path.read_text(encoding="utf-8"),
-        run.description,
-        run.renderer,
-        run.transport,
+        str(run["config_path"]),
+        run["config_path"].read_text(encoding="utf-8"),
+        run["description"],
+        run["renderer"],
+        run["transport"],
         settings.cleanup,
     )
+    episodes: EpisodeSide = run["episodes"]
     try:
-        return run.episodes.start(setup, run.description, settings)
+        return episodes.start(setup, run["description"], settings)
     except BaseException:
-        run.episodes.close()
+        episodes.close()
         raise
 
 
@@ -314,8 +287,16 @@ class VerifiersRolloutFn:
         self.args = input.args
         self.data_source = input.data_source
         self.settings = settings if settings is not None else AdapterSettings.from_environ()
-        self._run = _build_run(self.args, self.settings)
-        options = self._run.options
+        run = _build_run(self.args, self.settings)
+        self._options: MilesOptions = run["options"]
+        self._contract: Contract = run["contract"]
+        self._hooks: MilesHooks = run["hooks"]
+        self._model: str = run["model"]
+        self._description: Description = run["description"]
+        self._transport: Mapping[str, Any] = run["transport"]  # mode -> TransportSettings
+        self._train: TrainSetup = run["train"]
+        self._eval: EvalSetup = run["eval"]
+        options = self._options
         # Refuse an unwritable or shared --save now, not after the first rollout's samples.
         save_claim = (
             claim_state_dir(options.save_dir)
@@ -326,7 +307,7 @@ class VerifiersRolloutFn:
             weakref.finalize(self, save_claim.release) if save_claim is not None else None
         )
         self._stream = TaskStream(
-            self._run.train.order,
+            self._train.order,
             options.rollout_batch_size,
             options.save_dir,
             options.load_dir,
@@ -336,7 +317,7 @@ class VerifiersRolloutFn:
         )
         self._train_lock = _LoopLock()
         self._warned_snapshot = False
-        self._workers = _episode_backend(self._run)
+        self._workers = _episode_backend(run, self.settings)
         # Workers are stopped on close(), when this instance is collected, and at exit.
         self._stop_workers = weakref.finalize(self, self._workers.close)
 
@@ -349,7 +330,7 @@ class VerifiersRolloutFn:
     @property
     def versions(self) -> dict[str, Any]:
         """What each side runs (``miles-verifiers rollout`` records it)."""
-        return run_versions(self._run.description, self.settings)
+        return run_versions(self._description, self.settings)
 
     async def __call__(self, rollout_input: Any) -> Any:
         if getattr(rollout_input, "evaluation", False):
@@ -367,9 +348,8 @@ class VerifiersRolloutFn:
                 "(the engine, the interception server) goes direct",
                 ", ".join(added),
             )
-        run = self._run
         rid_prefix = new_rid_prefix(mode)
-        settings = run.transport[mode].model_copy(update={"rid_prefix": rid_prefix})
+        settings = self._transport[mode].model_copy(update={"rid_prefix": rid_prefix})
         # The trainer's own transport: the served-model check and the backstop aborts.
         transport = EngineClient(settings)
         return WorkerCallScope(
@@ -378,18 +358,20 @@ class VerifiersRolloutFn:
             mode=mode,
             transport=transport,
             sampling_for=self._sampling(mode),
-            deadline_s=run.settings.episode_timeout_s,
+            deadline_s=self.settings.episode_timeout_s,
             engine_url=engine_url_from_args(self.args),
-            model=run.model,
+            model=self._model,
             # The --sglang-server-concurrency bound is shared out among the workers.
-            max_concurrency=math.ceil(run.options.max_concurrency / run.settings.episode_workers),
-            limits=run.settings.cleanup,
+            max_concurrency=math.ceil(
+                self._options.max_concurrency / self.settings.episode_workers
+            ),
+            limits=self.settings.cleanup,
         )
 
     def _sampling(self, mode: str) -> Callable[[int], list[dict[str, Any]]]:
         """The sampling values of each rollout at ``slot`` (per-rollout seeds when
         --sglang-enable-deterministic-inference is on)."""
-        options = self._run.options
+        options = self._options
         sampling = options.train if mode == "train" else options.eval
         n = options.n_samples_per_prompt if mode == "train" else options.n_samples_per_eval_prompt
 
@@ -404,42 +386,32 @@ class VerifiersRolloutFn:
         return sampling_for
 
     async def _verify_served_model(self, scope: Any) -> None:
-        options = self._run.options
+        options = self._options
         aliases = (options.sglang_tokenizer_path,) if options.sglang_tokenizer_path else ()
-        await scope.transport.verify_served_model(self._run.model, aliases=aliases)
+        await scope.transport.verify_served_model(self._model, aliases=aliases)
 
     async def train(self, rollout_input: Any) -> Any:
         rollout_id = int(rollout_input.rollout_id)
         weight_version = getattr(rollout_input, "weight_version", None)
-        run = self._run
         engine_url_from_args(self.args)  # fail at once, not per request, when it is still unset
         async with self._train_lock.get():
-            await run.hooks.configure_engine_dumper(self.args)
+            await self._hooks.configure_engine_dumper(self.args)
             async with self._scope("train") as scope:
                 # Before the first request: samples of another model must never be trained on.
                 await self._verify_served_model(scope)
                 start = self._stream.start(rollout_id)
                 result = await train_rollout(
                     scope,
-                    run.train,
+                    self._train,
                     self.args,
                     start=start,
                     weight_version=weight_version,
-                    runner=scope,
                     data_source=self.data_source,
-                    prefill_url=lambda: f"{engine_url_from_args(self.args)}/generate",
-                    prefill_sampling={
-                        "temperature": run.options.train.temperature,
-                        "top_p": run.options.train.top_p,
-                        "top_k": run.options.train.top_k,
-                        "max_new_tokens": run.options.train.max_response_len,
-                    },
                 )
             self._stream.finish(rollout_id, result.cursor_after_dispatch, result.settlement)
-        return run.contract.RolloutFnTrainOutput(samples=result.groups, metrics=result.metrics)
+        return self._contract.RolloutFnTrainOutput(samples=result.groups, metrics=result.metrics)
 
     async def evaluate(self, rollout_input: Any) -> Any:
-        run = self._run
         if getattr(rollout_input, "generate_state", None) is not None and not self._warned_snapshot:
             self._warned_snapshot = True
             logger.warning(
@@ -448,17 +420,16 @@ class VerifiersRolloutFn:
                 rollout_input.rollout_id,
             )
         engine_url_from_args(self.args)
-        await run.hooks.configure_engine_dumper(self.args)
+        await self._hooks.configure_engine_dumper(self.args)
         async with self._scope("eval") as scope:
             await self._verify_served_model(scope)
             data, metrics = await evaluate(
                 scope,
-                run.eval,
+                self._eval,
                 self.args,
                 weight_version=getattr(rollout_input, "weight_version", None),
-                runner=scope,
             )
-        return run.contract.RolloutFnEvalOutput(data=data, metrics=metrics)
+        return self._contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 
 
 class _LegacyLoop:

@@ -14,10 +14,10 @@ import asyncio
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any
 
 from miles_verifiers.errors import (
     RolloutCallError,
@@ -35,7 +35,8 @@ from miles_verifiers.trainer.conversion import (
     looks_like_engine_abort,
     training_output,
 )
-from miles_verifiers.trainer.groups import GroupRun, GroupRunner, Spawner
+from miles_verifiers.trainer.engine_settings import engine_url_from_args
+from miles_verifiers.trainer.groups import CallScope, GroupRun
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     DROP_ABORTED,
@@ -199,6 +200,8 @@ class TrainSetup:
     sample_cls: type
     call_dynamic_filter: Callable[..., Any]
     branch_policy: BranchPolicy = BranchPolicy.REJECT
+    # The sampling Miles' prefill recompute (a hook) asks the engines for.
+    prefill_sampling: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _drop(offset: int, reason: str, run: GroupRun, example: str | None = None) -> Judged:
@@ -307,19 +310,12 @@ class TrainResult:
     cursor_after_dispatch: Cursor
 
 
-class CallScopeLike(Spawner, Protocol):
-    """The call's task owner: ``spawn`` its work, ``wind_down`` what is left of it."""
-
-    async def wind_down(self) -> None: ...
-
-
 @dataclass
 class _Dispatcher:
-    scope: CallScopeLike
+    scope: CallScope
     setup: TrainSetup
     args: Any
     weight_version: Any
-    runner: GroupRunner
     cursor: Cursor
     dispatched: list[int] = field(default_factory=list)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
@@ -332,7 +328,7 @@ class _Dispatcher:
     first_wave: int | None = None
 
     async def _group(self, offset: int) -> Judged:
-        run = await self.runner.run(offset, self.setup.order.task_index(offset))
+        run = await self.scope.run(offset, self.setup.order.task_index(offset))
         return await judge_group(run, offset, self.setup, self.args, self.weight_version)
 
     def dispatch(self, count: int) -> None:
@@ -410,19 +406,16 @@ class _Dispatcher:
 
 
 async def train_rollout(
-    scope: CallScopeLike,
+    scope: CallScope,
     setup: TrainSetup,
     args: Any,
     *,
     start: Cursor,
     weight_version: Any,
-    runner: GroupRunner,
     data_source: Any,
-    prefill_url: Callable[[], str],
-    prefill_sampling: dict[str, Any],
 ) -> TrainResult:
     """Run one training call inside ``scope`` and post-process its groups (Miles' order)."""
-    dispatcher = _Dispatcher(scope, setup, args, weight_version, runner, start)
+    dispatcher = _Dispatcher(scope, setup, args, weight_version, start)
     settlement = await dispatcher.run()
     first_batch = max(setup.rollout_batch_size, setup.over_sampling_batch_size)
     # Nothing after the cut is needed: stop it now rather than at scope exit.
@@ -441,8 +434,8 @@ async def train_rollout(
         await setup.hooks.recompute_logprobs(
             args,
             [s for g in flat_groups for s in g],
-            url=prefill_url(),
-            sampling_params=prefill_sampling,
+            url=f"{engine_url_from_args(args)}/generate",
+            sampling_params=setup.prefill_sampling,
         )
     groups = training_output([j.group or ConvertedGroup(()) for j in accepted])
 

@@ -109,12 +109,10 @@ class _RefusingRunner:
 
 
 def test_a_refusal_every_episode_would_repeat_stops_the_evaluation(record):
-    scope = SimpleNamespace(spawn=asyncio.ensure_future)
+    scope = SimpleNamespace(spawn=asyncio.ensure_future, run=_RefusingRunner().run)
 
     async def run() -> None:
-        await evaluate(
-            scope, setup_for(record, 2), None, weight_version=None, runner=_RefusingRunner()
-        )
+        await evaluate(scope, setup_for(record, 2), None, weight_version=None)
 
     with pytest.raises(UnsupportedRequestRunError, match="2 trainable traces"):
         asyncio.run(run())

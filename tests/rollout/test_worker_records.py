@@ -85,10 +85,10 @@ def test_a_record_of_a_failed_trace_from_a_worker_gives_the_same_evaluation_entr
     real = runs[0]
     assert any(t.failed for t in real.traces)
     sent = GroupRun(tuple(through_the_wire(t) for t in real.traces))
-    task = fn._run.eval.tasks[0]
+    task = fn._eval.tasks[0]
 
-    expected = group_entries(real, task, 0, fn._run.eval, 1)
-    got = group_entries(sent, task, 0, fn._run.eval, 1)
+    expected = group_entries(real, task, 0, fn._eval, 1)
+    got = group_entries(sent, task, 0, fn._eval, 1)
 
     assert [as_dict(e.sample) for e in got] == [as_dict(e.sample) for e in expected]
     assert [(e.failed, e.empty) for e in got] == [(e.failed, e.empty) for e in expected]
