@@ -7,7 +7,6 @@ Each :class:`Request` is answered by the :class:`Reply` of its ``id``; a setup b
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import Annotated, Any, Literal
 
@@ -23,34 +22,26 @@ from miles_verifiers.protocol.records import (
 
 # 2.1 added Verifiers' verdicts to the trace record and the 0.4 seats to the description.
 PROTOCOL_VERSION = "2.1"
-# The class that answers these messages, named by a string: the trainer side must not import
-# the episode side, yet the in-process backend and the Ray actor run it.
+# The class that answers these messages (``pkgutil.resolve_name``), named by a string: the
+# trainer side must not import the episode side, yet the in-process backend and Ray actors run it.
 HANDLER = "miles_verifiers.episodes.worker:WorkerHandler"
-
-
-def load_handler_class() -> Any:
-    """The class :data:`HANDLER` names, imported now (with the episode side's dependencies)."""
-    module_name, _, attribute = HANDLER.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
 
 
 class ProtocolVersionError(RolloutCallError, ValueError):
     """A message was written for a protocol version this side cannot read."""
 
 
-def check_version(
-    version: str, *, ours: str = PROTOCOL_VERSION, we: str = "episode worker", they: str = "trainer"
-) -> None:
+def check_version(version: str, *, we: str, they: str) -> None:
     """Refuse ``version`` unless its major number equals ours (minor additions are compatible)."""
     head = version.split(".", 1)[0]
     if not head.isdigit():
         raise ProtocolVersionError(
             f"episode worker protocol version {version!r} is not '<major>.<minor>'"
         )
-    if int(head) != int(ours.split(".", 1)[0]):
+    if int(head) != int(PROTOCOL_VERSION.split(".", 1)[0]):
         raise ProtocolVersionError(
-            f"the {we} speaks episode worker protocol {ours} and the {they} speaks protocol "
-            f"{version}; different major versions cannot talk. Fix: install the same "
+            f"the {we} speaks episode worker protocol {PROTOCOL_VERSION} and the {they} speaks "
+            f"protocol {version}; different major versions cannot talk. Fix: install the same "
             "miles-verifiers release in the worker's environment as in the trainer's."
         )
 
@@ -231,23 +222,19 @@ class Reply(ProtocolModel):
     body: ReplyBody
 
 
-def _versioned(data: bytes | str, what: str) -> dict[str, Any]:
+def _read(data: bytes | str, what: str, we: str, they: str) -> dict[str, Any]:
+    """The message's JSON, refusing another major version before its body is read."""
     raw = json.loads(data)
     version = raw.get("version") if isinstance(raw, dict) else None
     if not isinstance(version, str):
         raise ProtocolVersionError(f"an episode worker {what} carries no protocol version")
+    check_version(version, we=we, they=they)
     return raw
 
 
 def read_request(data: bytes | str) -> Request:
-    """Parse a request (on the worker), refusing another major version before its body."""
-    raw = _versioned(data, "request")
-    check_version(raw["version"])
-    return Request.model_validate(raw)
+    return Request.model_validate(_read(data, "request", "episode worker", "trainer"))
 
 
 def read_reply(data: bytes | str) -> Reply:
-    """Parse a reply (on the trainer), refusing another major version before its body."""
-    raw = _versioned(data, "reply")
-    check_version(raw["version"], we="trainer", they="episode worker")
-    return Reply.model_validate(raw)
+    return Reply.model_validate(_read(data, "reply", "trainer", "episode worker"))

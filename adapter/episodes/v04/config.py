@@ -131,11 +131,8 @@ def _config_nodes(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str,
         yield path, node
         for name, value in node:
             yield from _config_nodes(value, (*path, name))
-    elif isinstance(node, (list, tuple)):
-        for index, value in enumerate(node):
-            yield from _config_nodes(value, (*path, str(index)))
-    elif isinstance(node, dict):
-        for key, value in node.items():
+    elif isinstance(node, (list, tuple, dict)):
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
             yield from _config_nodes(value, (*path, str(key)))
 
 
@@ -160,11 +157,8 @@ def describe_service_runtimes04(environment: Any, config: Any) -> list[ServiceRu
     for server in servers:
         settings = getattr(server, "config", None)
         runtime = getattr(settings, "runtime", None)
-        if (
-            runtime is None
-            or getattr(settings, "url", None)
-            or getattr(settings, "colocated", False)
-        ):
+        external = getattr(settings, "url", None) or getattr(settings, "colocated", False)
+        if runtime is None or external:
             continue
         claimed.add(id(runtime))
         path = where.get(id(settings))

@@ -81,30 +81,15 @@ def shape04(data: dict[str, Any], path: Path) -> Shaped:
     return Shaped(env, (ENV_TABLE,), notes)
 
 
-# -- refusals --------------------------------------------------------------------------------
-
-
-def _model_fields(cls: Any) -> dict[str, Any]:
+def _fields(cls: Any, *loc: str) -> dict[str, Any]:
+    """The fields of the model ``loc`` leads to from ``cls`` (empty where there is none); a
+    field's model is its default's class (the most specific), else its annotation."""
+    for name in loc:
+        field = _fields(cls).get(name)
+        default = getattr(field, "default", None)
+        cls = type(default) if _fields(type(default)) else getattr(field, "annotation", None)
     fields = getattr(cls, "model_fields", None)
     return dict(fields) if isinstance(fields, dict) else {}
-
-
-def _submodel(field: Any) -> Any:
-    """The model a field holds: its default's class (the most specific), else its annotation."""
-    default = getattr(field, "default", None)
-    if _model_fields(type(default)):
-        return type(default)
-    annotation = getattr(field, "annotation", None)
-    return annotation if isinstance(annotation, type) and _model_fields(annotation) else None
-
-
-def _model_at(cls: Any, loc: Sequence[str]) -> Any:
-    for name in loc:
-        field = _model_fields(cls).get(name)
-        if field is None:
-            return None
-        cls = _submodel(field)
-    return cls
 
 
 def seat_names(cls: Any) -> list[str]:
@@ -113,9 +98,14 @@ def seat_names(cls: Any) -> list[str]:
 
     return [
         name
-        for name, field in _model_fields(cls).items()
+        for name, field in _fields(cls).items()
         if isinstance(getattr(field, "default", None), AgentConfig)
     ]
+
+
+def _taskset_id(data: dict[str, Any]) -> str:
+    taskset = data.get("taskset")
+    return str(taskset.get("id") or "") if isinstance(taskset, dict) else ""
 
 
 def env_config_class(data: dict[str, Any]) -> Any:
@@ -123,9 +113,7 @@ def env_config_class(data: dict[str, Any]) -> Any:
     try:
         from verifiers.v1.utils.loaders import env_config_type
 
-        taskset = data.get("taskset")
-        taskset_id = taskset.get("id", "") if isinstance(taskset, dict) else ""
-        return env_config_type(str(taskset_id or ""), str(data.get("id") or ""))
+        return env_config_type(_taskset_id(data), str(data.get("id") or ""))
     except Exception:
         return None
 
@@ -151,9 +139,9 @@ class Complaint:
 def _top_level_key(key: str, cls: Any, prefix: Sequence[str]) -> Complaint:
     seats = seat_names(cls)
     where = table(prefix, key)
-    seat_fields = _model_fields(_submodel(_model_fields(cls).get(seats[0]))) if seats else {}
+    seat_fields = _fields(cls, seats[0]) if seats else {}
     seat_tables = _tables(prefix, seats) or table(prefix, "agent")
-    if key in seat_fields and key not in _model_fields(cls):
+    if key in seat_fields and key not in _fields(cls):
         return Complaint(
             f"`{key}`" + (f" in {table(prefix)}" if prefix else " at the top level"),
             f"`{key}` is a setting of a seat (an agent), not of the environment",
@@ -174,7 +162,7 @@ def _top_level_key(key: str, cls: Any, prefix: Sequence[str]) -> Complaint:
             f"{where} is not a seat of this environment (its seats: {_tables(prefix, seats)})",
             f"rename {where} to {table(prefix, seat)}.",
         )
-    known = [name for name in _model_fields(cls) if name not in seats]
+    known = [name for name in _fields(cls) if name not in seats]
     near = _closest(key, known)
     return Complaint(
         where,
@@ -188,9 +176,9 @@ def _nested_key(loc: Sequence[str], cls: Any, prefix: Sequence[str]) -> Complain
     *parents, key = loc
     where = table(prefix, *parents)
     seats = seat_names(cls)
-    known = list(_model_fields(_model_at(cls, parents)))
+    known = list(_fields(cls, *parents))
     if list(parents) == ["timeout"] and seats:
-        seat_timeouts = _model_fields(_model_at(cls, [seats[0], "timeout"]))
+        seat_timeouts = _fields(cls, seats[0], "timeout")
         if key in seat_timeouts:
             targets = _tables(prefix, [f"{seat}.timeout" for seat in seats])
             return Complaint(
@@ -248,8 +236,7 @@ def refusal04(
             field=found[0].where,
             fix=" ".join(complaint.fix for complaint in found),
         )
-    taskset = data.get("taskset")
-    taskset_id = taskset.get("id") if isinstance(taskset, dict) else None
+    taskset_id = _taskset_id(data)
     if isinstance(error, ImportError) and taskset_id:
         return ConfigError(
             f"{CONFIG_ENV_VAR} file {path}: the taskset {taskset_id!r} of "

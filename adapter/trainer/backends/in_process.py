@@ -11,17 +11,18 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Coroutine
+from pkgutil import resolve_name
 from typing import Any, TypeVar
 
 from miles_verifiers.errors import describe_error
 from miles_verifiers.protocol.messages import (
+    HANDLER,
     DescribeRequest,
     Description,
     GroupRequest,
     GroupResult,
     Ready,
     WorkerSetup,
-    load_handler_class,
 )
 from miles_verifiers.protocol.versions import check_worker_versions
 from miles_verifiers.trainer.backends.pool import CallOnWorkers, WorkerRefusedError, group_run
@@ -39,7 +40,7 @@ class InProcessEpisodes:
 
     def __init__(self, handler: Any = None) -> None:
         self._handler = (
-            handler if handler is not None else load_handler_class().in_trainer_process()
+            handler if handler is not None else resolve_name(HANDLER).in_trainer_process()
         )
         # call id -> the task starting that call on the handler (its first group starts it).
         self._starts: dict[str, asyncio.Task[Any]] = {}

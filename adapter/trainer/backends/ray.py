@@ -13,11 +13,12 @@ import logging
 import os
 import sys
 import threading
+from pkgutil import resolve_name
 from typing import Any
 
 from miles_verifiers.errors import SetupError
 from miles_verifiers.protocol import procs
-from miles_verifiers.protocol.messages import load_handler_class
+from miles_verifiers.protocol.messages import HANDLER
 from miles_verifiers.trainer.backends.pool import WorkerLostError
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class _EpisodeWorkerActor:
         path = os.environ.get("PATH")
         os.environ["PATH"] = procs.path_with_bin_first(python or sys.executable, path)
         procs.become_child_subreaper()
-        self._handler = load_handler_class()()
+        self._handler = resolve_name(HANDLER)()
 
     async def handle(self, payload: bytes) -> bytes:
         return await self._handler.handle_frame(payload)
