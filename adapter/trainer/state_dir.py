@@ -1,9 +1,7 @@
-"""Owning the ``--save`` directory: checked writable at construction, locked against other runs.
-
-The task-scheduler state there is rewritten after every training rollout, so two runs sharing
-it would overwrite each other. The lock, an exclusive ``flock``, is shared within a process on
-purpose (Miles may build a train and an eval instance from the same arguments) and dropped when
-its last claim is released or the process exits.
+"""Owning the ``--save`` directory: checked writable at construction, locked against other runs
+(they would overwrite each other's task-scheduler state). The ``flock`` is shared within a
+process on purpose (Miles may build a train and an eval instance from the same arguments) and
+dropped when its last claim is released or the process exits.
 """
 
 from __future__ import annotations
@@ -50,13 +48,8 @@ def check_writable(directory: str | os.PathLike[str]) -> Path:
     return path
 
 
-@dataclass
-class _Held:
-    fd: int
-    users: int
-
-
-_held: dict[Path, _Held] = {}
+# Each locked directory's descriptor and the claims on it.
+_held: dict[Path, tuple[int, set[StateDirClaim]]] = {}
 _guard = threading.Lock()
 
 
@@ -98,31 +91,27 @@ def _lock(directory: Path) -> int:
     return fd
 
 
+@dataclass(eq=False)
 class StateDirClaim:
     """This process's use of a locked ``--save`` directory; releasing it twice is a no-op."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._released = False
+    directory: Path
 
     def release(self) -> None:
         with _guard:
-            if self._released:
-                return
-            self._released = True
-            held = _held[self.directory]
-            held.users -= 1
-            if held.users == 0:
+            fd, claims = _held.get(self.directory, (-1, set()))
+            claims.discard(self)
+            if fd >= 0 and not claims:
                 del _held[self.directory]
-                os.close(held.fd)  # closing the descriptor drops the flock
+                os.close(fd)  # closing the descriptor drops the flock
 
 
 def claim(directory: str | os.PathLike[str]) -> StateDirClaim:
     """Check ``directory`` is writable and lock it for this process (shared by its claims)."""
     path = check_writable(directory).resolve()
+    made = StateDirClaim(path)
     with _guard:
-        held = _held.get(path)
-        if held is None:
-            held = _held[path] = _Held(_lock(path), 0)
-        held.users += 1
-    return StateDirClaim(path)
+        if path not in _held:
+            _held[path] = (_lock(path), set())
+        _held[path][1].add(made)
+    return made
