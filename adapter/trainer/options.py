@@ -661,11 +661,6 @@ def read_options(args: Any) -> tuple[MilesOptions | None, tuple[OptionProblem, .
     return None, problems
 
 
-def find_option_problems(args: Any) -> list[OptionProblem]:
-    """Every unsupported and every invalid option, unsupported first."""
-    return list(read_options(args)[1])
-
-
 def validate_options(args: Any) -> MilesOptions:
     """The validated options of ``args``, or an :class:`OptionsError` naming every offending
     flag with its fix."""

@@ -14,10 +14,13 @@ from miles_verifiers.trainer.options import (
     MilesOptions,
     OptionsError,
     UnsupportedOptionsError,
-    find_option_problems,
     read_options,
     validate_options,
 )
+
+
+def find_option_problems(args) -> list:
+    return list(read_options(args)[1])
 
 
 def flags_of(args) -> list[str]:

@@ -49,10 +49,10 @@ def test_flags_given_to_demo_override_its_settings(parse):
 
 
 def test_demo_settings_pass_the_adapters_option_checks(parse):
-    from miles_verifiers.trainer.options import find_option_problems
+    from miles_verifiers.trainer.options import read_options
 
     _, args = _demo_args(parse)
-    assert find_option_problems(args) == []
+    assert read_options(args)[1] == ()
 
 
 def test_demo_sends_per_rollout_seeds_so_it_reproduces(parse):
