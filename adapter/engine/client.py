@@ -115,7 +115,14 @@ class EngineClient:
         """The next pooled client of the running event loop (httpx clients cannot change loops)."""
         loop = asyncio.get_running_loop()
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
-            mounts = self._direct_mounts()
+            # Loopback engines are reached directly whatever proxy the environment names (it could
+            # not reach this machine's loopback); a given http_transport ignores proxies anyway.
+            mounts = None
+            if self._http_transport is None:
+                try:
+                    mounts = direct_mounts([resolve_engine_url(self._settings)])
+                except EngineAddressError:
+                    mounts = direct_mounts()
             self._lanes = [
                 httpx.AsyncClient(
                     limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
@@ -128,14 +135,3 @@ class EngineClient:
             ]
             self._lanes_loop = loop
         return self._lanes[next(self._next_lane) % len(self._lanes)]
-
-    def _direct_mounts(self) -> dict[str, None] | None:
-        """Loopback engines are reached directly even when the environment names a proxy (which
-        could not reach this machine's loopback); a given ``http_transport`` ignores proxies."""
-        if self._http_transport is not None:
-            return None
-        try:
-            engine = [resolve_engine_url(self._settings)]
-        except EngineAddressError:
-            engine = []
-        return direct_mounts(engine)
