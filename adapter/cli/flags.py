@@ -56,8 +56,6 @@ _TYPES: Mapping[str, Callable[[str], Any]] = {
     "str": str,
     "json": _json_value,
     "json_object": _json_object,
-    "ints": int,
-    "strs": str,
 }
 
 
@@ -78,15 +76,11 @@ def add_miles_arguments(parser: argparse.ArgumentParser) -> None:
         }
         if spec.kind in ("true", "false"):
             group.add_argument(spec.option, action=f"store_{spec.kind}", **common)
-        elif spec.kind in ("ints", "strs"):
-            metavar = spec.kind.removesuffix("s").upper()
-            group.add_argument(
-                spec.option, type=_TYPES[spec.kind], nargs="+", metavar=metavar, **common
-            )
-        else:
-            group.add_argument(
-                spec.option, type=_TYPES[spec.kind], metavar=spec.kind.upper(), **common
-            )
+            continue
+        kind = spec.kind.removesuffix("s")  # "ints", "strs": one or more values
+        if kind != spec.kind:
+            common["nargs"] = "+"
+        group.add_argument(spec.option, type=_TYPES[kind], metavar=kind.upper(), **common)
 
 
 def given_miles_flags(namespace: argparse.Namespace) -> dict[str, Any]:

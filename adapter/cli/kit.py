@@ -1,10 +1,7 @@
 """The test kit (dry-run trainer, loopback engine, offline tokenizers, fixture tasksets), found
 through its ``miles_verifiers.kit`` entry point and never imported by name: installing the
-adapter into a Miles job installs the adapter only. Without it, only config paths and the
-environment's own tokenizers are used.
-
-Hugging Face libraries read where tokenizers live when they are first imported, so
-:func:`use_fixture_tokenizers` must run before anything imports them.
+adapter into a Miles job installs the adapter only. :func:`use_fixture_tokenizers` must run
+before anything imports Hugging Face libraries, which read where tokenizers live on import.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Loading a rollout function from its dotted path, and constructing it as Miles' manager does.
-
-A class is constructed with ``RolloutFnConstructorInput(args, data_source)``; Miles builds
-nothing of a plain (legacy) function.
+"""Loading a rollout function from its dotted path, and constructing it as Miles' manager does
+(a class from ``RolloutFnConstructorInput(args, data_source)``; a legacy function as it is).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Build the ``argparse.Namespace`` Miles would hand the rollout function.
-
-Layers, lowest first: Miles' defaults (the adapter's and the schedule's), what Miles'
-Verifiers launcher always passes, this runner's defaults, the typed flags, the passthrough
-flags; then the values Miles' argument post-processing derives (:func:`derive_miles_values`).
+"""Build the ``argparse.Namespace`` Miles would hand the rollout function: Miles' defaults,
+what its Verifiers launcher passes, this runner's defaults, the typed flags, the passthrough
+flags (lowest first); then what Miles' argument post-processing derives.
 """
 
 from __future__ import annotations

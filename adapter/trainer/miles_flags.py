@@ -1,9 +1,8 @@
 """Miles' flags, in one table: the options model, ``check`` and the command line all read it.
 
-A row names the flag, the ``args`` attribute it sets, its value type, its command-line
-``help`` (None: not typed there; every other Miles flag passes through as it is), the
-:class:`~.options.MilesOptions` field built from it (whose default is Miles'), and Miles'
-``default`` for a flag that no field reads.
+A row: the flag, the ``args`` attribute it sets, its value type, its ``help`` (None: not typed
+on the command line, where other flags pass through as they are), the MilesOptions field built
+from it (whose default is Miles'), and Miles' ``default`` where no field reads it.
 """
 
 from __future__ import annotations

@@ -214,7 +214,6 @@ class MilesOptions(BaseModel):
     use_rollout_routing_replay: bool = False
     use_rollout_indexer_replay: bool = False
     multi_lora: bool = False
-    # Counts and the engines.
     rollout_max_response_len: int
     rollout_batch_size: int
     n_samples_per_prompt: int = 1
@@ -226,7 +225,6 @@ class MilesOptions(BaseModel):
     rollout_num_gpus_per_engine: int = 1
     rollout_num_gpus: int
     apply_chat_template_kwargs: Mapping[str, Any] = Field(default_factory=dict)
-    # Sampling, and the seed.
     rollout_temperature: float = 1.0
     rollout_top_p: float = 1.0
     rollout_top_k: int | None = -1
@@ -238,7 +236,6 @@ class MilesOptions(BaseModel):
     eval_min_new_tokens: int | None = None
     deterministic_inference: bool = False
     rollout_seed: int = 42
-    # Length limits and stops the engine would refuse.
     rollout_max_context_len: int | None = None
     eval_max_context_len: int | None = None
     rollout_max_prompt_len: int | None = None
@@ -246,7 +243,6 @@ class MilesOptions(BaseModel):
     rollout_stop: tuple[str, ...] | None = None
     rollout_stop_token_ids: tuple[int, ...] | None = None
     rollout_skip_special_tokens: bool = False
-    # The tokenizer.
     sglang_tokenizer_path: str | None = None
     hf_checkpoint: str | None = None
     # Read as they are (hook paths are loaded, and checked, by the hooks stage).
