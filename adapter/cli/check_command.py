@@ -58,12 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 @dataclass(frozen=True)
 class CheckReport:
     problems: Sequence[StageReport]
-    # What construction would log as warnings without stopping.
-    warnings: Sequence[str]
-    # Construction's products (options, description, config_path), summarised when all passed.
-    products: Mapping[str, Any]
-    # The episode workers' interpreter; None when the episodes run in Miles' process.
-    worker_python: str | None = None
+    warnings: Sequence[str]  # what construction logs and goes on
+    products: Mapping[str, Any]  # construction's, summarised when nothing failed
+    worker_python: str | None = None  # None: the episodes run in Miles' process
 
 
 def _read_command_line(

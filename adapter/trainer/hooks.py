@@ -95,14 +95,9 @@ class RewardModel:
         samples = list(samples)
         if self.per_group is not None and not evaluation:
             rewards = await self.per_group(args, samples)
-        elif self.per_sample is not None:
+        else:  # a --group-rm run never evaluates: the options refuse it with --eval-interval
+            assert self.per_sample is not None
             rewards = await asyncio.gather(*(self.per_sample(args, s) for s in samples))
-        else:
-            raise RewardModelError(
-                "--group-rm scores whole training groups only, and no per-sample reward model "
-                "is configured for evaluation. Fix: drop --group-rm for runs that evaluate, or "
-                "give a per-sample --custom-rm-path/--rm-type."
-            )
         rewards = list(rewards) if rewards is not None else []
         if len(rewards) != len(samples):
             raise RewardModelError(
@@ -110,8 +105,7 @@ class RewardModel:
                 "sample(s). Fix: return one reward per sample, in order."
             )
         key = self.eval_reward_key if evaluation else self.reward_key
-        # Evaluation reads --eval-reward-key (Miles copies --reward-key into it when unset), so
-        # that is the flag to name there.
+        # Miles copies --reward-key into --eval-reward-key when unset: evaluation reads the latter.
         flag = "--eval-reward-key" if evaluation else "--reward-key"
         # Every reward is checked before any is set, so a bad one leaves the samples as they were.
         for reward in rewards:
