@@ -1,11 +1,9 @@
-"""One evaluation call: every task, ``--n-samples-per-eval-prompt`` rollouts each, in task order.
+"""One evaluation call: every task, ``--n-samples-per-eval-prompt`` rollouts each, in task order,
+in Miles' eval shape (``{env_id: {"rewards", "truncated", "samples"}}``, one entry per rollout).
 
-The result is Miles' eval shape, ``{env_id: {"rewards": [...], "truncated": [...], "samples":
-[...]}}``, one entry per rollout in each list (task then rollout order), whatever happened to it.
-A failing rollout never fails the evaluation: its entry has status ``FAILED`` (``ABORTED`` for an
-engine abort), the error in its metadata and reward ``None`` (Miles averages those as 0). A
-rollout that committed no model turn, or has no trace at all, is an empty sample (no tokens,
-``metadata["verifiers"]["empty_trace"]``). Each entry is judged by its own rollout's record.
+A failing rollout never fails the evaluation: its entry is ``FAILED`` (``ABORTED`` for an engine
+abort) with reward ``None``; one with no model turn or no trace is an empty sample
+(``metadata["verifiers"]["empty_trace"]``).
 """
 
 from __future__ import annotations

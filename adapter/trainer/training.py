@@ -1,11 +1,7 @@
-"""One training rollout: dispatch task groups, judge them, return the first kept ones in task order.
-
-Each finished group is judged on its own traces only, so whether it is kept never depends on
-timing; the rollout settles once its first ``--rollout-batch-size`` kept groups in task order are
-known (:mod:`miles_verifiers.trainer.scheduling`), and later groups are cancelled and carried
-over. Sample ``index`` is ``offset * n_samples_per_prompt + k`` (``rollout_id`` too under the
-``siblings`` policy), so the output is the same whatever the timing. :class:`TaskStream` keeps
-the cursor across calls and persists it under ``--save``.
+"""One training rollout: dispatch task groups, judge each on its own traces, return the first
+``--rollout-batch-size`` kept groups in task order (:mod:`~miles_verifiers.trainer.scheduling`),
+carrying later ones over. Sample ``index`` is ``offset * n_samples_per_prompt + k``, so the
+output never depends on timing.
 """
 
 from __future__ import annotations
@@ -318,7 +314,6 @@ class _Dispatcher:
     weight_version: Any
     cursor: Cursor
     dispatched: list[int] = field(default_factory=list)
-    outcomes: dict[int, Outcome] = field(default_factory=dict)
     judged: dict[int, Judged] = field(default_factory=dict)
     running: dict[asyncio.Task[Judged], int] = field(default_factory=dict)
     drops: Counter[str] = field(default_factory=Counter)
@@ -343,17 +338,15 @@ class _Dispatcher:
     async def run(self) -> Settlement:
         setup = self.setup
         while True:
-            settlement = (
-                settle(self.dispatched, self.outcomes, setup.rollout_batch_size)
-                if self.dispatched
-                else None
-            )
-            if settlement is not None:
+            outcomes = {offset: verdict.outcome for offset, verdict in self.judged.items()}
+            if self.dispatched and (
+                settlement := settle(self.dispatched, outcomes, setup.rollout_batch_size)
+            ):
                 return settlement
             try:
                 count = tasks_to_dispatch(
                     self.dispatched,
-                    self.outcomes,
+                    outcomes,
                     setup.rollout_batch_size,
                     setup.over_sampling_batch_size,
                     setup.max_dispatched,
@@ -369,7 +362,6 @@ class _Dispatcher:
                 offset = self.running.pop(task)
                 verdict = task.result()  # raises the setup errors
                 self.judged[offset] = verdict
-                self.outcomes[offset] = verdict.outcome
                 if verdict.outcome is Outcome.DROPPED and verdict.reason:
                     self.drops[verdict.reason] += 1
                     if verdict.example_error and verdict.reason not in self.examples:
