@@ -1,10 +1,8 @@
 """The Miles rollout function: :class:`VerifiersRolloutFn` and the legacy :func:`generate_rollout`.
 
-Construction runs every check of :mod:`miles_verifiers.trainer.construction` before any episode
-can run, then starts the episode backend (this process, or worker processes or Ray actors). Each
-call runs in its own :class:`~miles_verifiers.trainer.backends.call.WorkerCallScope` (its own rid
-prefix, environment and transport), so a training and an evaluation call may overlap; training
-calls are serialized, each continuing the task stream where the previous one stopped.
+Construction runs every check (:mod:`~miles_verifiers.trainer.construction`) before any episode
+can run; each call then runs in its own ``WorkerCallScope``, so training and evaluation calls may
+overlap, while training calls are serialized along the task stream.
 """
 
 from __future__ import annotations

@@ -515,13 +515,9 @@ def read_latest_checkpoint(directory: str | os.PathLike[str]) -> int | None:
 
 
 class TaskStream:
-    """The training cursor across calls, persisted under ``--save``.
-
-    The first call reads the saved state (``--load``, else ``--save``) checked against this
-    run's stream; every finished call records where the next starts, notes Miles' newest
-    checkpoint, and writes the state back. A rollout id with no saved start falls back to
-    ``rollout_id * rollout_batch_size`` (logged once).
-    """
+    """The training cursor across calls: read from ``--load`` (else ``--save``) at the first,
+    written back under ``--save`` after each; a rollout with no saved start begins at
+    ``rollout_id * rollout_batch_size`` (logged once)."""
 
     def __init__(
         self,
