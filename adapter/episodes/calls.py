@@ -1,6 +1,6 @@
 """One rollout call's resources on an episode worker, wound down within bounded time.
 
-A :class:`CallScope` holds the call's own environment (``env.serving()`` keeps state on the
+An :class:`OpenCall` holds the call's own environment (``env.serving()`` keeps state on the
 instance), SGLang transport (its rid prefix, so its aborts reach only its requests) and client.
 Leaving it stops the client, cancels leftover episodes and aborts their requests, and shuts the
 environment's servers down under a deadline.
@@ -17,7 +17,7 @@ from typing import Any, Self
 from miles_verifiers.episodes.v02.upstream import interception_runners, set_shutdown_timeout
 from miles_verifiers.errors import abort_failures, describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
-from miles_verifiers.protocol.messages import CleanupSpec
+from miles_verifiers.protocol.messages import CallStart, CleanupSpec
 
 logger = logging.getLogger(__name__)
 
@@ -38,20 +38,35 @@ class EnvironmentPool:
 
 
 @dataclass
-class CallScope:
-    """The resources of one rollout call (``async with``); what ``tasks`` still runs at exit
-    is cancelled and its requests aborted."""
+class OpenCall:
+    """One rollout call open on this worker (``async with``, held by one task from entry to
+    exit); what ``tasks`` still runs at exit is cancelled and its requests aborted."""
 
+    start: CallStart
     environments: EnvironmentPool
     transport: Any
     client: Any
     limits: CleanupSpec
+    # Where the call's episodes reach its transport (the 0.4 interception seam; else "").
+    base_url: str
     environment: Any = None
-    _serving: Any = None
+    semaphore: asyncio.Semaphore = field(init=False)
     tasks: OwnedTasks = field(default_factory=OwnedTasks)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    holder: asyncio.Task[None] | None = None
+    _serving: Any = None
     _reusable: bool = True
 
+    @property
+    def is_open(self) -> bool:
+        done = self.opened.done() and not self.opened.cancelled()
+        return done and self.opened.exception() is None
+
     async def __aenter__(self) -> Self:
+        self.semaphore = asyncio.Semaphore(self.start.max_concurrency)
         self.environment = self.environments.checkout()
         self._serving = self.environment.serving()
         try:

@@ -3,7 +3,7 @@
 :class:`WorkerHandler` answers protocol requests behind every backend: a local child and a Ray
 actor (``handle_frame``, bytes in and out) and the trainer's own process (``handle``). What
 differs between Verifiers generations is a :class:`Generation` (:mod:`.v02.episodes`,
-:mod:`.v04.episodes`). Each rollout call's :class:`~miles_verifiers.episodes.calls.CallScope`
+:mod:`.v04.episodes`). Each rollout call's :class:`~miles_verifiers.episodes.calls.OpenCall`
 is held by one task from entry to exit, so a training and an evaluation call on one worker stay
 apart; ending it cancels its episodes and aborts their requests.
 """
@@ -14,10 +14,10 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from miles_verifiers.episodes.calls import CallScope, EnvironmentPool
+from miles_verifiers.episodes.calls import EnvironmentPool, OpenCall
 from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.messages import (
     CallEnd,
@@ -60,27 +60,6 @@ class Built:
                 "two processes. Fix: install the same taskset version and data where the "
                 "workers run."
             )
-
-
-@dataclass
-class OpenCall:
-    """One rollout call open on this worker: its scope, held by one task from entry to exit."""
-
-    start: CallStart
-    scope: CallScope
-    semaphore: asyncio.Semaphore
-    # Where the call's episodes reach its transport (the 0.4 interception seam; else "").
-    base_url: str
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    opened: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    holder: asyncio.Task[None] | None = None
-
-    @property
-    def is_open(self) -> bool:
-        done = self.opened.done() and not self.opened.cancelled()
-        return done and self.opened.exception() is None
 
 
 class Generation(Protocol):
@@ -187,8 +166,9 @@ class WorkerHandler:
             )
             transport = SGLangTransport(settings, router_drops_warned=self._router_drops_warned)
             client, base_url = self._generation.open_call(built, start, transport)
-            scope = CallScope(built.environments, transport, client, built.setup.cleanup)
-            call = OpenCall(start, scope, asyncio.Semaphore(start.max_concurrency), base_url)
+            call = OpenCall(
+                start, built.environments, transport, client, built.setup.cleanup, base_url
+            )
             call.holder = asyncio.get_running_loop().create_task(
                 self._hold(call), name=f"episodes-call-{start.call_id}"
             )
@@ -200,7 +180,7 @@ class WorkerHandler:
         """Enter the call's scope, wait for its end, exit: in one task, so Verifiers' serving
         context is left where it was entered, by ``end_call`` or cancellation alike."""
         try:
-            async with call.scope:
+            async with call:
                 call.opened.set_result(None)
                 await call.ended.wait()
         except BaseException as error:
@@ -238,7 +218,7 @@ class WorkerHandler:
             raise WorkerRequestError(
                 f"task index {request.task_index} is out of range ({len(built.tasks)} tasks)"
             )
-        return await call.scope.tasks.spawn(
+        return await call.tasks.spawn(
             self._generation.run_group(built, call, request),
             name=f"episodes-group-{request.slot}",
         )

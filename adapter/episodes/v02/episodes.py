@@ -90,7 +90,7 @@ class Generation02:
         failure: Literal["episode_error", "episode_timeout"] | None = None
         error: EpisodeErrorRecord | None = None
         try:
-            episode = call.scope.environment.episode(task, contexts[0], n=len(contexts))
+            episode = call.environment.episode(task, contexts[0], n=len(contexts))
             for rollout, context in zip(episode.rollouts, contexts, strict=True):
                 # Verifiers reads the context when the rollout starts, so per-rollout seeds go here.
                 set_rollout_context(rollout, context)
@@ -110,7 +110,7 @@ class Generation02:
             # Those its rollouts had reached (maybe fewer, maybe unscored).
             rollouts = episode.rollouts if episode is not None else ()
             traces = tuple(r.trace for r in rollouts if getattr(r, "trace", None) is not None)
-        usage = call.scope.transport.prefix_cache_usage
+        usage = call.transport.prefix_cache_usage
         return GroupResult(
             traces=[
                 trace_record(t, usage).model_copy(update={"episode_error": error, "rollout": k})
@@ -127,7 +127,7 @@ def _contexts(call: OpenCall, sampling: list[dict[str, Any]]) -> list[Any]:
     def context(values: dict[str, Any]) -> Any:
         return ModelContext(
             model=call.start.model,
-            client=call.scope.client,
+            client=call.client,
             sampling=SamplingConfig.model_validate(values),
         )
 

@@ -297,10 +297,10 @@ class Generation04:
         client = client_config04(built.setup, call.base_url)
         kwargs = json.loads(built.setup.renderer.chat_template_kwargs_json or "{}")
         return await run_slots(
-            call.scope.environment,
+            call.environment,
             built.tasks[request.task_index],
             contexts04(call.start.model, client, kwargs, request.sampling),
             semaphore=call.semaphore,
             deadline_s=request.deadline_s,
-            prefix_cache=call.scope.transport.prefix_cache_usage,
+            prefix_cache=call.transport.prefix_cache_usage,
         )
