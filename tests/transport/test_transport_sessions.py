@@ -1,14 +1,10 @@
-"""SessionLedger and PrefixCacheLedger: bounded, least-recently-used memories of sessions."""
+"""SessionLedger: a bounded, least-recently-used memory of sessions and their prefix-cache use."""
 
 from __future__ import annotations
 
 import pytest
 
-from miles_verifiers.episodes.transport.sessions import (
-    PrefixCacheLedger,
-    PrefixCacheUsage,
-    SessionLedger,
-)
+from miles_verifiers.episodes.transport.sessions import PrefixCacheUsage, SessionLedger
 
 
 def test_a_recorded_session_is_remembered() -> None:
@@ -58,7 +54,7 @@ def test_capacity_must_be_positive() -> None:
 
 
 def test_prefix_cache_usage_sums_a_sessions_answers() -> None:
-    ledger = PrefixCacheLedger(4)
+    ledger = SessionLedger(4)
     ledger.add("s", {"prompt_tokens": 10, "cached_tokens": 0})
     ledger.add("s", {"prompt_tokens": 25, "cached_tokens": 10})
 
@@ -67,7 +63,7 @@ def test_prefix_cache_usage_sums_a_sessions_answers() -> None:
 
 
 def test_prefix_cache_usage_ignores_missing_or_odd_counts() -> None:
-    ledger = PrefixCacheLedger(4)
+    ledger = SessionLedger(4)
     ledger.add("s", {"prompt_tokens": True, "cached_tokens": -3})
     ledger.add("s", {})
 
@@ -75,9 +71,19 @@ def test_prefix_cache_usage_ignores_missing_or_odd_counts() -> None:
 
 
 def test_prefix_cache_usage_forgets_the_least_recent_session_past_capacity() -> None:
-    ledger = PrefixCacheLedger(1)
+    ledger = SessionLedger(1)
     ledger.add("a", {"prompt_tokens": 1})
     ledger.add("b", {"prompt_tokens": 2})
 
     assert ledger.get("a") is None
     assert ledger.get("b") == PrefixCacheUsage(prompt_tokens=2)
+
+
+def test_a_recorded_session_has_no_usage_until_answered_and_recording_keeps_it() -> None:
+    ledger = SessionLedger(4)
+    ledger.record("s")
+    assert ledger.get("s") is None
+    ledger.add("s", {"prompt_tokens": 3})
+    ledger.record("s")
+
+    assert ledger.get("s") == PrefixCacheUsage(prompt_tokens=3)

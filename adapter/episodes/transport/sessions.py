@@ -5,35 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-V = TypeVar("V")
-
-
-class _Recent(OrderedDict[str, V]):
-    """At most ``capacity`` sessions, the least recently set evicted first. Synchronous, so
-    concurrent asyncio tasks cannot interleave inside it."""
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be at least 1, got {capacity}")
-        super().__init__()
-        self.capacity = capacity
-
-    def __setitem__(self, session_id: str, value: V) -> None:
-        super().__setitem__(session_id, value)
-        self.move_to_end(session_id)
-        while len(self) > self.capacity:
-            self.popitem(last=False)
-
-
-class SessionLedger(_Recent[None]):
-    """The sessions seen, to tell a session's first request (the first-prompt limit applies
-    once per rollout) from its later ones. An evicted session's next request counts as a first
-    one again, so the capacity should exceed the rollouts in flight at once."""
-
-    def record(self, session_id: str) -> None:
-        self[session_id] = None
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,8 +28,26 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-class PrefixCacheLedger(_Recent[PrefixCacheUsage]):
-    """Per-session :class:`PrefixCacheUsage` of the answered generate calls."""
+class SessionLedger(OrderedDict[str, PrefixCacheUsage | None]):
+    """The last ``capacity`` sessions seen (least recently set evicted first), each with the
+    usage of its answered calls (None before the first answer). A session's first request gets
+    the first-prompt limit; an evicted one's next request counts as a first one again, so the
+    capacity should exceed the rollouts in flight at once."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        super().__init__()
+        self.capacity = capacity
+
+    def __setitem__(self, session_id: str, value: PrefixCacheUsage | None) -> None:
+        super().__setitem__(session_id, value)
+        self.move_to_end(session_id)
+        while len(self) > self.capacity:
+            self.popitem(last=False)
+
+    def record(self, session_id: str) -> None:
+        self[session_id] = self.get(session_id)
 
     def add(self, session_id: str, meta_info: Mapping[str, Any]) -> None:
-        self[session_id] = self.get(session_id, PrefixCacheUsage()).plus(meta_info)
+        self[session_id] = (self.get(session_id) or PrefixCacheUsage()).plus(meta_info)

@@ -38,11 +38,7 @@ from miles_verifiers.episodes.transport.request import (
     is_known_continuation,
 )
 from miles_verifiers.episodes.transport.response import convert_generate_output
-from miles_verifiers.episodes.transport.sessions import (
-    PrefixCacheLedger,
-    PrefixCacheUsage,
-    SessionLedger,
-)
+from miles_verifiers.episodes.transport.sessions import PrefixCacheUsage, SessionLedger
 from miles_verifiers.episodes.v02.upstream import (
     GENERATE_SUFFIX,
     MODELS_PATHS,
@@ -74,7 +70,6 @@ class SGLangTransport(EngineClient):
         self._router_drops_warned = set() if router_drops_warned is None else router_drops_warned
         self._rid_numbers = itertools.count()
         self._sessions = SessionLedger(settings.session_cache_size)
-        self._prefix_cache = PrefixCacheLedger(settings.session_cache_size)
         self._reported_keys: set[str] = set()
         self._sleep = sleep
         self._engine_limits: EngineLimits | None = None
@@ -160,12 +155,12 @@ class SGLangTransport(EngineClient):
             raise error_for_output(exc, response, answer) from exc
         if session_id is not None:
             # Verifiers names the session after the trace, so conversion can look it up.
-            self._prefix_cache.add(session_id, answer.get("meta_info") or {})
+            self._sessions.add(session_id, answer.get("meta_info") or {})
         return httpx.Response(200, json=converted, request=httpx.Request("POST", str(path)))
 
     def prefix_cache_usage(self, session_id: str) -> PrefixCacheUsage | None:
         """What the engine reported about ``session_id``'s prompts (None: nothing answered)."""
-        return self._prefix_cache.get(session_id)
+        return self._sessions.get(session_id)
 
     def _new_rid(self) -> str:
         return f"{self.rid_prefix}-{next(self._rid_numbers)}"
@@ -197,15 +192,14 @@ class SGLangTransport(EngineClient):
                 self._settings.router.value,
                 lost_new,
             )
-        new = [
-            k for k in (*call.dropped_keys, *call.overridden_keys) if k not in self._reported_keys
-        ]
-        if new:
-            self._reported_keys.update(new)
+        dropped = sorted(set(call.dropped_keys) - self._reported_keys)
+        overridden = sorted(set(call.overridden_keys) - self._reported_keys)
+        if dropped or overridden:
+            self._reported_keys.update(dropped, overridden)
             logger.debug(
                 "not forwarding to SGLang: dropped %s, overridden by settings %s",
-                sorted(k for k in new if k in call.dropped_keys),
-                sorted(k for k in new if k in call.overridden_keys),
+                dropped,
+                overridden,
             )
 
     async def _send_with_retries(self, url: str, call: GenerateCall) -> tuple[httpx.Response, str]:
