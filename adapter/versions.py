@@ -112,11 +112,6 @@ def uses_slots_api(verifiers_version: str | None) -> bool:
     return Version(version.base_version) >= Version("0.3")
 
 
-def worker_rules(verifiers_version: str | None) -> tuple[VersionRule, ...]:
-    """The version rules an episode worker checks: 0.4's for a >= 0.3 Verifiers, else 0.2's."""
-    return WORKER_VERSIONS_04 if uses_slots_api(verifiers_version) else SUPPORTED_VERSIONS
-
-
 @dataclass(frozen=True)
 class VersionProblem:
     distribution: str
@@ -144,12 +139,6 @@ class UnsupportedVersionError(SetupError, RuntimeError):
         return [p.distribution for p in self.problems]
 
 
-def check_version(rule: VersionRule, found: str | None) -> VersionProblem | None:
-    """The problem with one installed version, or None when it is in range."""
-    reason = _out_of_range(rule, found)
-    return None if reason is None else VersionProblem(rule.distribution, found, reason, rule.fix)
-
-
 def _out_of_range(rule: VersionRule, found: str | None) -> str | None:
     if found is None:
         return f"it is required ({rule.spec})"
@@ -170,8 +159,12 @@ def check_versions(
     installed: Mapping[str, str | None], rules: Sequence[VersionRule] = SUPPORTED_VERSIONS
 ) -> list[VersionProblem]:
     """Every problem across ``rules``; a distribution absent from ``installed`` is missing."""
-    problems = [check_version(rule, installed.get(rule.distribution)) for rule in rules]
-    return [p for p in problems if p is not None]
+    found = [(rule, installed.get(rule.distribution)) for rule in rules]
+    return [
+        VersionProblem(rule.distribution, version, reason, rule.fix)
+        for rule, version in found
+        if (reason := _out_of_range(rule, version)) is not None
+    ]
 
 
 def installed_versions(

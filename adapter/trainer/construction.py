@@ -32,7 +32,6 @@ from miles_verifiers.trainer.options import (
     options_error,
     read_options,
 )
-from miles_verifiers.trainer.scheduling import default_dispatch_budget
 from miles_verifiers.trainer.seats import SeatSetupError, seat_problems
 
 Products = Mapping[str, Any]
@@ -182,8 +181,7 @@ def _seeds(given: Products) -> StageResult:
     if options.eval_enabled:
         highest["eval"] = seed + tasks * options.n_samples_per_eval_prompt - 1
     if options.train_enabled and options.num_rollout is not None:
-        first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
-        budget = default_dispatch_budget(first_batch, given["dispatch_budget_factor"])
+        budget = given["dispatch_budget_factor"] * options.over_sampling_batch_size
         highest["train"] = seed + options.num_rollout * budget * options.n_samples_per_prompt - 1
     over = {mode: value for mode, value in highest.items() if value > MAX_SAMPLING_SEED}
     if not over:

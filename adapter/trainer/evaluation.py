@@ -61,17 +61,19 @@ class EvalEntry:
     empty: bool
 
 
-def empty_sample(
+def _empty_entry(
     trace: TraceRecord | None, task: TaskRecord, status: str, error: str | None, **fields: Any
-) -> Any:
-    """The entry for a rollout with no token sequence."""
+) -> EvalEntry:
+    """The entry for a rollout with no token sequence (failed unless ``failed`` says not)."""
+    failed = fields.pop("failed", True)
     info: dict[str, Any] = {"num_turns": 0, "empty_trace": True}
     if trace is not None and trace.error is not None:
         info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
     if error is not None:
         info["episode_error"] = error
     task = trace.task if trace is not None else task
-    return new_sample(trace, task, None, info, status=status, **fields)
+    sample = new_sample(trace, task, None, info, status=status, **fields)
+    return EvalEntry(sample, trace, failed=failed, empty=True)
 
 
 def group_entries(
@@ -85,19 +87,16 @@ def group_entries(
     the ``reject`` branch policy)."""
     n = setup.n_samples_per_eval_prompt
     group_error = None if run.ok else describe_error(run.error) if run.error else run.failure
-    entries: list[EvalEntry] = []
-    for k, trace in enumerate(rollout_traces(run.traces, n)):
-        fields: SampleFields = {
-            "group_index": position,
-            "weight_version": weight_version,
-            "sample_cls": setup.sample_cls,
-        }
-        index = position * n + k
+    fields: SampleFields = {
+        "group_index": position,
+        "weight_version": weight_version,
+        "sample_cls": setup.sample_cls,
+    }
+
+    def entry(index: int, trace: TraceRecord | None) -> EvalEntry:
         empty = {**fields, "index": index, "reward_key": setup.reward_key}
         if trace is None:
-            sample = empty_sample(None, task, "FAILED", group_error, **empty)
-            entries.append(EvalEntry(sample, None, failed=True, empty=True))
-            continue
+            return _empty_entry(None, task, "FAILED", group_error, **empty)
         episode_error = describe_error(trace.episode_error) if trace.episode_error else None
         failed = trace.rollout_failed
         # An engine abort stays ABORTED (not FAILED), so Miles' own abort checks see it.
@@ -109,15 +108,11 @@ def group_entries(
             raise
         except ConversionError as error:
             logger.warning("evaluation rollout %s cannot be converted: %s", trace.id, error)
-            sample = empty_sample(trace, task, failure, describe_error(error), **empty)
-            entries.append(EvalEntry(sample, trace, failed=True, empty=True))
-            continue
+            return _empty_entry(trace, task, failure, describe_error(error), **empty)
         if sample is None:
             stopped = trace.is_truncated or trace.is_timeout  # a stop Verifiers scored
             status = "TRUNCATED" if stopped and not failed else failure
-            sample = empty_sample(trace, task, status, episode_error, **empty)
-            entries.append(EvalEntry(sample, trace, failed=failed, empty=True))
-            continue
+            return _empty_entry(trace, task, status, episode_error, failed=failed, **empty)
         # A Miles reward model replaces the reward later, and the eval reward key names a key of
         # its result; else a clean rollout must have the key and a failed one reads what it has.
         if setup.hooks.reward_model is None:
@@ -128,8 +123,9 @@ def group_entries(
             sample.status = getattr(setup.sample_cls.Status, failure)
             if episode_error is not None:
                 sample.metadata[METADATA_KEY]["episode_error"] = episode_error
-        entries.append(EvalEntry(sample, trace, failed=failed, empty=False))
-    return entries
+        return EvalEntry(sample, trace, failed=failed, empty=False)
+
+    return [entry(position * n + k, t) for k, t in enumerate(rollout_traces(run.traces, n))]
 
 
 def rollout_traces(traces: Sequence[TraceRecord], n: int) -> list[TraceRecord | None]:
@@ -202,7 +198,7 @@ async def evaluate(
     traces = [e.trace for e in entries if e.trace is not None]
     metrics = with_eval_prefix(
         merge(
-            trace_metrics(traces, TRAIN_PREFIX),
+            trace_metrics(traces),
             {
                 f"{TRAIN_PREFIX}failed_rollouts": float(sum(e.failed for e in entries)),
                 f"{TRAIN_PREFIX}empty_traces": float(sum(e.empty for e in entries)),

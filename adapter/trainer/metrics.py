@@ -34,7 +34,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def trace_metrics(traces: Sequence[TraceRecord], prefix: str = TRAIN_PREFIX) -> dict[str, float]:
+def trace_metrics(traces: Sequence[TraceRecord]) -> dict[str, float]:
     """Reward, error/truncation rates, turns and tokens over ``traces`` ({} when empty), and
     each reward function's and metric's mean over the traces that carry it."""
     if not traces:
@@ -55,7 +55,7 @@ def trace_metrics(traces: Sequence[TraceRecord], prefix: str = TRAIN_PREFIX) -> 
         **_means_by_name([t.rewards for t in traces], "reward/"),
         **_means_by_name([t.metrics for t in traces], "metric/"),
     }
-    return {f"{prefix}{name}": value for name, value in values.items()}
+    return {f"{TRAIN_PREFIX}{name}": value for name, value in values.items()}
 
 
 def _means_by_name(values: Sequence[Mapping[str, float]], prefix: str) -> dict[str, float]:
@@ -65,9 +65,7 @@ def _means_by_name(values: Sequence[Mapping[str, float]], prefix: str) -> dict[s
     }
 
 
-def sample_metrics(
-    samples: Sequence[Any], reward_args: Any, prefix: str = TRAIN_PREFIX
-) -> dict[str, float]:
+def sample_metrics(samples: Sequence[Any], reward_args: Any) -> dict[str, float]:
     """What Miles will train on: its reward (after any Miles reward model; ``reward_args`` is
     what ``Sample.get_reward_value`` reads), lengths, aborts."""
     if not samples:
@@ -80,7 +78,7 @@ def sample_metrics(
             [float(getattr(s.status, "value", s.status) == "aborted") for s in samples]
         ),
     }
-    return {f"{prefix}{name}": value for name, value in values.items()}
+    return {f"{TRAIN_PREFIX}{name}": value for name, value in values.items()}
 
 
 def drop_metrics(drops: Mapping[str, int]) -> dict[str, float]:
@@ -99,16 +97,15 @@ def scheduling_metrics(
     accepted: int,
     dropped: int,
     carried_over: int,
-    prefix: str = TRAIN_PREFIX,
 ) -> dict[str, float]:
     """Group counts of one rollout; what was dispatched beyond ``first_batch`` (carry-over plus
     the over-sampling batch) replaced dropped groups."""
     return {
-        f"{prefix}groups_dispatched": float(dispatched),
-        f"{prefix}groups_accepted": float(accepted),
-        f"{prefix}groups_dropped": float(dropped),
-        f"{prefix}{GROUPS_REPLACED}": float(max(0, dispatched - first_batch)),
-        f"{prefix}groups_carried_over": float(carried_over),
+        f"{TRAIN_PREFIX}groups_dispatched": float(dispatched),
+        f"{TRAIN_PREFIX}groups_accepted": float(accepted),
+        f"{TRAIN_PREFIX}groups_dropped": float(dropped),
+        f"{TRAIN_PREFIX}{GROUPS_REPLACED}": float(max(0, dispatched - first_batch)),
+        f"{TRAIN_PREFIX}groups_carried_over": float(carried_over),
     }
 
 

@@ -41,12 +41,7 @@ from miles_verifiers.trainer.evaluation import EvalSetup, evaluate
 from miles_verifiers.trainer.groups import new_rid_prefix, rollout_seeds
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.options import MilesOptions
-from miles_verifiers.trainer.scheduling import (
-    CheckpointPlan,
-    TaskOrder,
-    TaskStream,
-    default_dispatch_budget,
-)
+from miles_verifiers.trainer.scheduling import CheckpointPlan, TaskOrder, TaskStream
 from miles_verifiers.trainer.state_dir import claim as claim_state_dir
 from miles_verifiers.trainer.training import TrainSetup, train_rollout
 
@@ -67,35 +62,25 @@ class AdapterSettings(BaseSettings):
         env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_ignore_empty=True
     )
 
-    renderer_pool_size: int = Field(2, ge=1, le=64)
-    """Renderers (tokenizer copies) in the shared pool; more than the cores gains nothing."""
+    renderer_pool_size: int = Field(2, ge=1, le=64)  # tokenizer copies; past the cores, no gain
+    # The deadline of one episode (a task's rollouts, scoring included).
     episode_timeout_s: float = Field(3600.0, gt=0, allow_inf_nan=False)
-    """Wall-clock deadline of one episode (all rollouts of one task, scoring included)."""
+    # A training call dispatches at most this many times its first batch of groups.
     dispatch_budget_factor: int = Field(16, ge=1, le=10_000)
-    """A training call dispatches at most this many times its first batch of groups."""
-    eval_groups_in_flight: int = Field(64, ge=1)
-    """Evaluation tasks whose episodes run at the same time."""
+    eval_groups_in_flight: int = Field(64, ge=1)  # evaluation tasks running at once
+    # In order: aborting a call's leftover requests, cancelled episodes stopping, the
+    # environment's servers shutting down, interception servers awaiting leftover handlers.
     abort_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
-    """Time allowed for aborting a call's leftover requests on the engines."""
     cleanup_grace_s: float = Field(10.0, gt=0, allow_inf_nan=False)
-    """Time cancelled episodes get to stop before they are left behind."""
     shutdown_timeout_s: float = Field(15.0, gt=0, allow_inf_nan=False)
-    """Time the environment's servers get to shut down at the end of a call."""
     handler_grace_s: float = Field(1.0, ge=0, allow_inf_nan=False)
-    """Time the interception servers wait for leftover request handlers at the end of a call."""
-    episode_workers: int = Field(1, ge=1, le=256)
-    """Processes that run episodes; 1 runs them in this process (no worker at all)."""
-    episode_worker_backend: Literal["local", "ray"] = "local"
-    """Where workers run when there is more than one: child processes, or Ray actors."""
-    episode_worker_restarts: int = Field(8, ge=0, le=1000)
-    """Lost workers one call may restart before it fails (their groups are replaced)."""
+    episode_workers: int = Field(1, ge=1, le=256)  # 1: the episodes run in this process
+    episode_worker_backend: Literal["local", "ray"] = "local"  # child processes or Ray actors
+    episode_worker_restarts: int = Field(8, ge=0, le=1000)  # per call; their groups are replaced
+    # Another virtualenv's Python (its own Verifiers) to run the workers in, even with 1 worker.
     episode_worker_python: str | None = None
-    """The Python of another virtualenv to run the workers in (Verifiers of its own); setting it
-    runs the episodes in workers even with ``episode_workers`` 1."""
+    # Unset: ``siblings`` where Miles' Sample has a ``rollout_id``, else ``reject`` (README).
     branch_policy: Literal["siblings", "reject"] | None = None
-    """What a multi-branch trace becomes: ``siblings`` (one sample per trainable branch, one
-    rollout_id) or ``reject`` (an error). Unset: ``siblings`` where Miles' Sample has a
-    ``rollout_id``, else ``reject``."""
 
     @field_validator("episode_worker_python")
     @classmethod
@@ -194,13 +179,13 @@ def _build_run(args: Any, settings: AdapterSettings) -> dict[str, Any]:
         for mode, template in made["transport"].items()
     }
     tasks = list(description.tasks)
-    first_batch = max(options.rollout_batch_size, options.over_sampling_batch_size)
     train = TrainSetup(
         order=TaskOrder(len(tasks), options.rollout_seed, options.rollout_shuffle),
         n_samples_per_prompt=options.n_samples_per_prompt,
         rollout_batch_size=options.rollout_batch_size,
         over_sampling_batch_size=options.over_sampling_batch_size,
-        max_dispatched=default_dispatch_budget(first_batch, settings.dispatch_budget_factor),
+        # A call's first batch is the over-sampling batch (never below the batch size).
+        max_dispatched=settings.dispatch_budget_factor * options.over_sampling_batch_size,
         reward_key=options.train.reward_key,
         hooks=hooks,
         sample_cls=chosen.Sample,

@@ -186,11 +186,6 @@ def tasks_to_dispatch(
     return count
 
 
-def default_dispatch_budget(over_sampling_batch_size: int, factor: int = 16) -> int:
-    """A generous bound on groups per rollout: ``factor`` times the over-sampling batch."""
-    return factor * over_sampling_batch_size
-
-
 def cursor_after(cursor_after_dispatch: Cursor, settlement: Settlement) -> Cursor:
     """The cursor the next rollout starts from: this rollout's carry-over merged, in task order,
     with any queued carry-over it never dispatched."""

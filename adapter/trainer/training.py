@@ -41,7 +41,6 @@ from miles_verifiers.trainer.metrics import (
     DROP_EPISODE_ERROR,
     DROP_TRACE_ERROR,
     DROP_WORKER_LOST,
-    TRAIN_PREFIX,
     drop_metrics,
     merge,
     sample_metrics,
@@ -64,9 +63,6 @@ logger = logging.getLogger(__name__)
 DROP_EPISODE_TIMEOUT = "episode_timeout"
 
 
-# -- errors ----------------------------------------------------------------------------------------
-
-
 class RolloutSetupError(SetupError, RuntimeError):
     """The run cannot produce training data as configured (not a one-off episode failure)."""
 
@@ -80,19 +76,11 @@ class SiblingRewardError(RolloutCallError, ValueError):
 
 
 class ReplacementBudgetError(DispatchBudgetError):
-    """A training call ran out of replacements; ``drop_reasons`` counts the drops by reason,
-    ``example_errors`` holds one error text per reason where there was one."""
+    """A training call ran out of replacements; ``drop_reasons`` counts the drops by reason."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        drop_reasons: Counter[str],
-        example_errors: dict[str, str],
-    ) -> None:
-        self.drop_reasons = drop_reasons
-        self.example_errors = example_errors
+    def __init__(self, message: str, drop_reasons: Counter[str]) -> None:
         super().__init__(message)
+        self.drop_reasons = drop_reasons
 
 
 class UniformFailureError(ReplacementBudgetError):
@@ -134,7 +122,7 @@ def _budget_error(
     ]
     if example:
         lines.append(f"Example: {example}")
-    return ReplacementBudgetError(" ".join(lines), drop_reasons=drops, example_errors=examples)
+    return ReplacementBudgetError(" ".join(lines), drops)
 
 
 # The fewest groups whose episodes must all fail alike before a call stops early: enough that
@@ -153,16 +141,6 @@ def failure_signature(judged: Judged) -> tuple[str, str] | None:
     if not all(trace.rollout_failed for trace in judged.traces):
         return None
     return judged.reason, re.sub(r"\d+", "#", judged.example_error)
-
-
-def _uniform_failure_error(reason: str, example: str, groups: int) -> UniformFailureError:
-    return UniformFailureError(
-        f"every episode of the training call's first {groups} group(s) failed the same way "
-        f"({reason!r}), so the call stops instead of replacing them: {example}. This drop "
-        f"reason means {_REASON_HINTS[reason]}; fix the cause and run again.",
-        drop_reasons=Counter({reason: groups}),
-        example_errors={reason: example},
-    )
 
 
 @dataclass(frozen=True)
@@ -238,11 +216,7 @@ async def judge_group(
     :class:`MultipleBranchesError`). The dynamic filter sees one sample per rollout."""
     if not run.ok:
         raise_if_unsupported(run.error)
-        reason = (
-            run.failure
-            if run.failure in (DROP_EPISODE_TIMEOUT, DROP_WORKER_LOST)
-            else DROP_EPISODE_ERROR
-        )
+        reason = run.failure or DROP_EPISODE_ERROR  # a run's failure is named as its drop reason
         return _drop(offset, reason, run, describe_error(run.error) if run.error else None)
     # Verifiers' episode verdict first: a failed seat (a user simulator, a judge), an env hook
     # or a deadline fails the episode even where the trainable trace itself is ok.
@@ -393,8 +367,13 @@ class _Dispatcher:
         (signature,) = signatures if len(signatures) == 1 else {None}
         if signature is not None:
             # A signature is only made from a group with an example error.
-            example = self.judged[wave[0]].example_error or ""
-            raise _uniform_failure_error(signature[0], example, len(wave))
+            example, reason = self.judged[wave[0]].example_error or "", signature[0]
+            raise UniformFailureError(
+                f"every episode of the training call's first {len(wave)} group(s) failed the "
+                f"same way ({reason!r}), so the call stops instead of replacing them: {example}. "
+                f"This drop reason means {_REASON_HINTS[reason]}; fix the cause and run again.",
+                Counter({reason: len(wave)}),
+            )
 
 
 async def train_rollout(
@@ -436,11 +415,9 @@ async def train_rollout(
     )
     traces = [t for j in accepted for t in j.traces]
     metrics = merge(
-        trace_metrics(traces, TRAIN_PREFIX),
+        trace_metrics(traces),
         sample_metrics(
-            [s for g in flat_groups for s in g],
-            SimpleNamespace(reward_key=setup.reward_key),
-            TRAIN_PREFIX,
+            [s for g in flat_groups for s in g], SimpleNamespace(reward_key=setup.reward_key)
         ),
         drop_metrics(consumed_drops),
         scheduling_metrics(

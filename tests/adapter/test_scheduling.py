@@ -40,7 +40,6 @@ from miles_verifiers.trainer.scheduling import (
     TaskOrder,
     TaskStream,
     cursor_after,
-    default_dispatch_budget,
     dumps_state,
     loads_state,
     read_state,
@@ -185,10 +184,6 @@ def test_dispatch_budget_stops_endless_resampling():
             dispatched, outcomes, target=4, over_sampling_batch_size=4, max_dispatched=16
         )
     assert "zero-std" in str(caught.value)
-
-
-def test_default_dispatch_budget_scales_with_over_sampling():
-    assert default_dispatch_budget(8) == 128
 
 
 def test_next_cursor_queues_carry_over_in_task_order():

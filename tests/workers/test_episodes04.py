@@ -32,13 +32,7 @@ from miles_verifiers.protocol.messages import GroupResult
 from miles_verifiers.protocol.records import TraceRecord
 from miles_verifiers.trainer.backends.pool import group_run
 from miles_verifiers.trainer.training import UnsupportedRequestRunError, judge_group
-from miles_verifiers.versions import (
-    SUPPORTED_VERSIONS,
-    WORKER_VERSIONS_04,
-    check_versions,
-    uses_slots_api,
-    worker_rules,
-)
+from miles_verifiers.versions import WORKER_VERSIONS_04, check_versions, uses_slots_api
 
 # -- stand-ins ----------------------------------------------------------------------------------
 
@@ -117,13 +111,11 @@ def episode(
 @pytest.mark.parametrize("version", ["0.3.0", "0.3.1", "0.4.0", "0.4.1.dev3", "1.0"])
 def test_verifiers_from_0_3_uses_the_slots_api(version):
     assert uses_slots_api(version)
-    assert worker_rules(version) is WORKER_VERSIONS_04
 
 
 @pytest.mark.parametrize("version", ["0.2.0", "0.2.1", "not-a-version", None])
 def test_verifiers_0_2_or_unknown_keeps_the_0_2_path(version):
     assert not uses_slots_api(version)
-    assert worker_rules(version) is SUPPORTED_VERSIONS
 
 
 def test_the_0_4_worker_stack_passes_its_gate():
