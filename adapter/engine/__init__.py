@@ -1,4 +1,2 @@
-"""What SGLang and the router in front of it accept, as both sides need to know it: settings,
-sampling, routers, length limits, the served model, worker aborts, errors and HTTP plumbing.
-The transport that sends episodes' requests is the episode side's.
-"""
+"""What SGLang and the router in front of it accept, as both sides need to know it (the
+transport that sends the episodes' requests is the episode side's)."""

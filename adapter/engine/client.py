@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 # A worker answers /model_info; sgl-router only forwards the older /get_model_info name.
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
-# Connections per pooled client: small enough that httpx's per-event pool scan stays cheap,
-# large enough that a handful of clients cover a whole rollout's concurrency.
+# httpx scans every connection of a pool on each request event, so one pool of hundreds is
+# CPU-bound at high concurrency: requests go round-robin over pools ("lanes") of this size.
 CONNECTIONS_PER_LANE = 16
 
 
@@ -53,9 +53,6 @@ class EngineClient:
         self._rid_prefix = settings.rid_prefix or f"mv_{uuid.uuid4().hex[:16]}"
         self._in_flight: set[str] = set()
         self._http_transport = http_transport
-        # httpx's pool scans every connection it holds on each request event, so one pool of
-        # hundreds of connections is CPU-bound at high concurrency: requests go round-robin
-        # over small pools ("lanes") instead.
         self._lanes: list[httpx.AsyncClient] = []
         self._lanes_loop: asyncio.AbstractEventLoop | None = None
         self._next_lane = itertools.count()
@@ -115,8 +112,8 @@ class EngineClient:
         """The next pooled client of the running event loop (httpx clients cannot change loops)."""
         loop = asyncio.get_running_loop()
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
-            # Loopback engines are reached directly whatever proxy the environment names (it could
-            # not reach this machine's loopback); a given http_transport ignores proxies anyway.
+            # Loopback engines are reached past any proxy (which could not reach this machine's
+            # loopback); a given http_transport ignores proxies anyway.
             mounts = None
             if self._http_transport is None:
                 try:

@@ -98,12 +98,8 @@ def engine_error_message(response: httpx.Response) -> str:
         return text.strip() or f"HTTP {response.status_code} with an empty body"
     if isinstance(body, dict):
         error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(error, str):
-            return error
-        if isinstance(body.get("message"), str):
-            return body["message"]
-        if isinstance(body.get("detail"), str):
-            return body["detail"]
+        nested = error.get("message") if isinstance(error, dict) else error
+        for reason in (nested, body.get("message"), body.get("detail")):
+            if isinstance(reason, str):
+                return reason
     return text.strip()

@@ -29,19 +29,13 @@ def model_key(name: str) -> str:
     return (parts[-1] if parts else "").casefold()
 
 
-def served_models(model_info: object) -> tuple[str, ...]:
-    """The model names a ``/model_info`` answer reports (empty when it reports none)."""
-    if not isinstance(model_info, Mapping):
-        return ()
-    names = (model_info.get(field) for field in SERVED_MODEL_FIELDS)
-    return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
-
-
 def check_served_model(
     expected: str, model_info: object, engine_url: str, *, aliases: Sequence[str] = ()
 ) -> None:
     """Refuse a ``model_info`` naming only other models than ``expected`` and its ``aliases``."""
-    served = served_models(model_info)
+    info = model_info if isinstance(model_info, Mapping) else {}
+    names = (info.get(field) for field in SERVED_MODEL_FIELDS)
+    served = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
     known = [expected, *(a for a in aliases if a)]
     if not served or any(
         name == want or model_key(name) == model_key(want) for name in served for want in known

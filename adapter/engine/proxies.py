@@ -31,11 +31,6 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def _mount_key(host: str) -> str:
-    host = host.strip("[]")
-    return f"all://[{host}]" if ":" in host else f"all://{host}"
-
-
 def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
     """httpx ``mounts`` sending loopback hosts (and those among ``urls``) past any proxy."""
     hosts = dict.fromkeys(LOOPBACK_NAMES)
@@ -46,7 +41,7 @@ def direct_mounts(urls: Iterable[str] = ()) -> dict[str, None]:
             continue
         if host and is_loopback_host(host):
             hosts[host] = None
-    return {_mount_key(host): None for host in hosts}
+    return {(f"all://[{host}]" if ":" in host else f"all://{host}"): None for host in hosts}
 
 
 def environment_proxy_for(url: str, environ: Mapping[str, str]) -> str | None:

@@ -13,7 +13,6 @@ from typing import Any, TypeGuard
 
 from miles_verifiers.engine.errors import InvalidSamplingParams, PromptTooLongError
 from miles_verifiers.engine.limits import EngineLimits
-from miles_verifiers.engine.routers import RouterKind, keys_dropped_by_router
 from miles_verifiers.engine.settings import TransportSettings
 
 
@@ -86,13 +85,6 @@ RENAMED_KEYS: Mapping[str, str] = {
 }
 
 
-def configured_keys_dropped_by_router(
-    configured: Iterable[str], router: RouterKind
-) -> tuple[str, ...]:
-    """The configured keys, by their SGLang names, that ``router`` would drop silently."""
-    return keys_dropped_by_router((RENAMED_KEYS.get(k, k) for k in configured), router)
-
-
 # Keys whose value the transport decides: the configured value always wins.
 _SET_BY_TRANSPORT = frozenset({"n", "skip_special_tokens", "no_stop_trim"})
 
@@ -104,19 +96,6 @@ class SamplingTranslation:
     params: dict[str, Any]
     dropped: tuple[str, ...]  # caller keys SGLang would reject (e.g. logprobs, reasoning_effort)
     overridden: tuple[str, ...]  # caller keys whose value the settings replaced
-
-
-def check_sampling_types(params: Mapping[str, Any], source_of: Mapping[str, str]) -> None:
-    """Refuse the first value SGLang cannot take, by the caller's name (``source_of``)."""
-    for key, value in params.items():
-        kind = SGLANG_SAMPLING_TYPES.get(key)
-        if kind is not None and not kind[0](value):
-            name = source_of.get(key, key)
-            renamed = f" (SGLang {key})" if name != key else ""
-            raise InvalidSamplingParams(
-                f"sampling param {name!r}{renamed} must be {kind[1]}, got {value!r}; SGLang "
-                "0.5.16 answers such a value with HTTP 500 and the sglang-router with HTTP 422"
-            )
 
 
 def merge_stop_token_ids(renderer_ids: object, configured: Iterable[int]) -> list[int]:
@@ -175,16 +154,6 @@ def new_token_budget(
     return budget
 
 
-def _requested_max_new_tokens(value: object) -> int | None:
-    if value is None:
-        return None
-    if not _is_int(value) or value < 1:
-        raise InvalidSamplingParams(
-            f"max_tokens (SGLang max_new_tokens) must be a positive integer, got {value!r}"
-        )
-    return value
-
-
 def translate_sampling(
     raw: Mapping[str, Any] | None,
     *,
@@ -221,15 +190,28 @@ def translate_sampling(
         params[target] = value
         source_of[target] = key
 
-    check_sampling_types(params, source_of)
+    for key, value in params.items():  # the first value SGLang cannot take, by the caller's name
+        kind = SGLANG_SAMPLING_TYPES.get(key)
+        if kind is not None and not kind[0](value):
+            name = source_of[key]
+            renamed = f" (SGLang {key})" if name != key else ""
+            raise InvalidSamplingParams(
+                f"sampling param {name!r}{renamed} must be {kind[1]}, got {value!r}; SGLang "
+                "0.5.16 answers such a value with HTTP 500 and the sglang-router with HTTP 422"
+            )
     stop_ids = merge_stop_token_ids(params.pop("stop_token_ids", None), settings.stop_token_ids)
     if stop_ids:
         params["stop_token_ids"] = stop_ids
     if "stop" not in params and settings.stop:
         params["stop"] = list(settings.stop)
 
+    requested = params.get("max_new_tokens")
+    if requested is not None and (not _is_int(requested) or requested < 1):
+        raise InvalidSamplingParams(
+            f"max_tokens (SGLang max_new_tokens) must be a positive integer, got {requested!r}"
+        )
     params["max_new_tokens"] = new_token_budget(
-        _requested_max_new_tokens(params.get("max_new_tokens")),
+        requested,
         prompt_len=prompt_len,
         max_response_len=settings.max_response_len,
         context_len=settings.context_len,

@@ -1,5 +1,2 @@
-"""The seam between the two sides: messages, trace records, frames and worker processes.
-
-Importable by both sides, importing neither; the trainer's backends carry these messages
-(:mod:`miles_verifiers.trainer.backends`), :mod:`miles_verifiers.episodes.worker` answers them.
-"""
+"""The seam between the two sides (importable by both, importing neither): messages, trace
+records, frames and worker processes."""

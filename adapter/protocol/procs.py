@@ -31,11 +31,8 @@ _PROC = Path("/proc")
 
 
 def path_with_bin_first(python: str, path: str | None) -> str:
-    """``path`` (the system default when unset) with the directory of ``python`` first.
-
-    A worker's harnesses must run its own virtualenv's programs (``uv``); the directory is the
-    path as given, never resolved: a virtualenv's ``python`` is a symlink out of it.
-    """
+    """``path`` (default: the system's) with the directory of ``python`` first, as given:
+    a virtualenv's ``python`` is a symlink out of it, and its harnesses need its ``uv``."""
     first = os.path.dirname(os.path.abspath(python))
     entries = (os.defpath if path is None else path).split(os.pathsep)
     rest = [entry for entry in entries if entry and entry != first]
@@ -62,7 +59,7 @@ def stat_of(pid: int) -> ProcessStat | None:
         raw = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
-    # The fields after the parenthesised command name: state, ppid, ... starttime is 20th.
+    # After the parenthesised command name: state, ppid, ... starttime (the 20th).
     fields = raw.rsplit(b")", 1)[-1].split()
     try:
         return ProcessStat(fields[0].decode(), int(fields[1]), int(fields[19]))
@@ -99,9 +96,15 @@ def descendants(root: int) -> list[ProcessRef]:
     return found
 
 
+def ref_of(pid: int) -> ProcessRef | None:
+    """The process running as ``pid`` now (None: gone, or /proc unreadable)."""
+    stat = stat_of(pid)
+    return ProcessRef(pid, stat.start) if stat is not None else None
+
+
 def carrying_token(token: str) -> list[ProcessRef]:
     """Every live process (of ours; others' environments are unreadable) whose environment
-    has :data:`TOKEN_VARIABLE` set to ``token``."""
+    has :data:`TOKEN_VARIABLE` set to ``token`` (a zombie's cannot be read)."""
     needle = f"{TOKEN_VARIABLE}={token}".encode()
     found: list[ProcessRef] = []
     for pid in _pids():
@@ -109,10 +112,8 @@ def carrying_token(token: str) -> list[ProcessRef]:
             environ = (_PROC / str(pid) / "environ").read_bytes()
         except OSError:
             continue
-        if needle in environ.split(b"\0"):
-            stat = stat_of(pid)
-            if stat is not None and stat.state != "Z":
-                found.append(ProcessRef(pid, stat.start))
+        if needle in environ.split(b"\0") and (ref := ref_of(pid)) is not None:
+            found.append(ref)
     return found
 
 
@@ -121,12 +122,6 @@ def send(refs: Iterable[ProcessRef], signum: int) -> None:
         if alive(ref):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(ref.pid, signum)
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL a process group; nothing if it is gone."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def end(refs: Iterable[ProcessRef], grace_s: float) -> None:

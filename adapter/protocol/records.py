@@ -104,9 +104,7 @@ class TraceRecord(ProtocolModel):
     @property
     def failed(self) -> bool:
         """Verifiers judged the trace failed (a 2.0 worker sends no ``ok``: an error is one)."""
-        if self.ok is not None:
-            return not self.ok
-        return self.error is not None
+        return self.error is not None if self.ok is None else not self.ok
 
     @property
     def episode_failed(self) -> bool:
@@ -117,16 +115,6 @@ class TraceRecord(ProtocolModel):
     def rollout_failed(self) -> bool:
         """The rollout cannot be trained: its trace or its episode failed."""
         return self.failed or self.episode_failed
-
-
-def task_label(data: Any) -> Any:
-    """``label`` of the task data, else ``answer``, else None; numbers become strings."""
-    label = getattr(data, "label", None)
-    if label is None:
-        label = getattr(data, "answer", None)
-    if isinstance(label, (int, float)) and not isinstance(label, bool):
-        return str(label)
-    return label
 
 
 def serialize_prompt(prompt: Any) -> str | list[Any]:
@@ -161,21 +149,25 @@ def branch_record(branch: Any, node_ids: dict[int, int], count_turns: bool) -> B
 
 
 def task_record(task: Any) -> TaskRecord:
-    """The record of a Verifiers task (its type, index, serialised prompt and label)."""
+    """The record of a Verifiers task: its type, index, serialised prompt and label."""
     data = task.data
+    label = getattr(data, "label", None)
+    if label is None:
+        label = getattr(data, "answer", None)
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        label = str(label)
     return TaskRecord(
         type=str(getattr(task, "type", "")),
         idx=getattr(data, "idx", None),
         prompt=serialize_prompt(getattr(data, "prompt", None)),
-        label=task_label(data),
+        label=label,
     )
 
 
 def trace_fields(
     trace: Any, prefix_cache: Callable[[str], Any] | None, *, count_turns: bool
 ) -> dict[str, Any]:
-    """The fields both Verifiers generations hold alike; ``prefix_cache`` looks up the engine's
-    cache usage."""
+    """The fields both Verifiers generations hold alike (``prefix_cache``: the engine's usage)."""
     usage = prefix_cache(trace.id) if prefix_cache is not None else None
     # A branch holds the very node objects of the trace's graph: their position there is the id.
     node_ids = {id(node): position for position, node in enumerate(getattr(trace, "nodes", ()))}

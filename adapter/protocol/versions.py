@@ -10,7 +10,7 @@ import platform
 from collections.abc import Mapping
 
 from miles_verifiers.errors import RolloutCallError
-from miles_verifiers.protocol.messages import PROTOCOL_VERSION
+from miles_verifiers.protocol.messages import PROTOCOL_VERSION, Ready
 from miles_verifiers.versions import installed_versions as versions_of
 
 # The order versions are shown in; anything else a side reports follows, sorted.
@@ -42,11 +42,10 @@ def version_line(versions: Mapping[str, str]) -> str:
     return ", ".join(f"{name} {versions.get(name, 'not installed')}" for name in names)
 
 
-def check_worker_versions(
-    expected: Mapping[str, str], reported: Mapping[str, str], worker: str
-) -> None:
-    """Raise :class:`WorkerVersionsError` naming both sides when ``reported`` differs (only
-    the names ``expected`` holds are compared: an older worker reports fewer)."""
+def check_worker_versions(expected: Mapping[str, str], hello: Ready, worker: str) -> None:
+    """Raise :class:`WorkerVersionsError` naming both sides when the hello differs (only the
+    names ``expected`` holds are compared: an older worker reports fewer)."""
+    reported = {**hello.versions, "protocol": hello.protocol}
     differing = [name for name in expected if reported.get(name) != expected[name]]
     if not differing:
         return

@@ -9,8 +9,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from miles_verifiers.engine.routers import RouterKind
-from miles_verifiers.engine.sampling import configured_keys_dropped_by_router
+from miles_verifiers.engine.routers import RouterKind, keys_dropped_by_router
+from miles_verifiers.engine.sampling import RENAMED_KEYS
 from miles_verifiers.engine.settings import RoutingPolicy, TransportSettings
 from miles_verifiers.errors import SetupError
 
@@ -72,7 +72,7 @@ def build_transport_settings(
 
 def router_drop_warning(values: Mapping[str, Any], router: Any, mode: str) -> str | None:
     """The warning for configured sampling keys the router drops (the run goes on without them)."""
-    lost = configured_keys_dropped_by_router(values, router)
+    lost = keys_dropped_by_router((RENAMED_KEYS.get(key, key) for key in values), router)
     if not lost:
         return None
     return (

@@ -3,11 +3,10 @@ a test in ``tests/workers/test_upstream04.py``. Upstream imports happen inside t
 
 verifiers 0.4.0
 ---------------
-1. ``verifiers.v1.interception.server.resolve_client``, which the interception server calls to
-   build the ``TrainClient`` of each client config (an ``AsyncOpenAI`` at ``base_url``): there is
-   no public way to hand it our SGLang transport. The wrapper gives a config whose ``base_url`` a
-   :class:`TransportLoans` knows that call's transport as the client's ``client`` (2); without
-   it the episodes would post to the marker address and fail. -> :func:`install_transport_hook`
+1. ``verifiers.v1.interception.server.resolve_client`` builds each client config's
+   ``TrainClient``; no public way hands it our transport, so a wrapper sets a loaned call's
+   transport (a :class:`TransportLoans` marker ``base_url``) as its ``client`` (2); without it the
+   episodes post to the marker address and fail. -> :func:`install_transport_hook`
 2. ``TrainClient.client``: what ``renderers.client.generate`` posts through (the 0.2.0 surface).
 """
 

@@ -54,8 +54,7 @@ class InProcessEpisodes:
     ) -> InProcessEpisodes:
         """Set the handler up now; its hello must report the versions its description did."""
         hello = _expect(_answer_now(self._handler.handle(setup)), Ready, "the setup")
-        reported = {**hello.versions, "protocol": hello.protocol}
-        check_worker_versions(description.versions, reported, "the in-process episode side")
+        check_worker_versions(description.versions, hello, "the in-process episode side")
         return self
 
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:

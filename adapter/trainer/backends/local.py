@@ -180,8 +180,7 @@ class LocalWorker:
         self._name = name
         self._token = token
         self._grace_s = terminate_grace_s
-        started = procs.stat_of(pipes.pid)
-        self._ref = procs.ProcessRef(pipes.pid, started.start) if started else None
+        self._ref = procs.ref_of(pipes.pid)
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
@@ -340,7 +339,8 @@ class LocalWorker:
         if self._running():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-        procs.kill_group(self.pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
         procs.send(started, signal.SIGKILL)
         if self._token is not None:
             procs.send(procs.carrying_token(self._token), signal.SIGKILL)

@@ -211,8 +211,7 @@ class WorkerPool:
                         link, self._setup_payload, self.limits.control_timeout_s
                     )
                     if isinstance(hello, Ready):
-                        reported = {**hello.versions, "protocol": hello.protocol}
-                        check_worker_versions(self._expected_versions, reported, link.description)
+                        check_worker_versions(self._expected_versions, hello, link.description)
                 except (WorkerRefusedError, WorkerVersionsError):
                     slot.link = None
                     await self._stop(link)

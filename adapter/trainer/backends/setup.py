@@ -119,8 +119,7 @@ def _run_describe(template: WorkerTemplate, payload: bytes, stderr: int) -> tupl
         )
     except WorkerLostError as error:
         return b"", f"could not start ({error})"
-    seen = procs.stat_of(pid)
-    ref = procs.ProcessRef(pid, seen.start) if seen else None
+    ref = procs.ref_of(pid)
     deadline = time.monotonic() + DESCRIBE_TIMEOUT_S
     chunks: list[bytes] = []
     try:
