@@ -44,8 +44,7 @@ def engine_url_from_args(args: Any) -> str:
 def build_transport_settings(
     options: Any, mode: str, args: Any, model_name: str
 ) -> TransportSettings:
-    """The transport settings of ``mode`` ("train" or "eval") from validated options; the engine
-    address is read from the live ``args`` at each use."""
+    """The transport settings of ``mode`` ("train" or "eval"); the address is read at each use."""
     sampling = options.train if mode == "train" else options.eval
     routing = (
         RoutingPolicy(options.sglang_router_policy) if options.routes_by_key else RoutingPolicy.NONE

@@ -108,16 +108,6 @@ def _taskset_id(data: dict[str, Any]) -> str:
     return str(taskset.get("id") or "") if isinstance(taskset, dict) else ""
 
 
-def env_config_class(data: dict[str, Any]) -> Any:
-    """The config class Verifiers validates ``data`` with (None when it cannot be found)."""
-    try:
-        from verifiers.v1.utils.loaders import env_config_type
-
-        return env_config_type(_taskset_id(data), str(data.get("id") or ""))
-    except Exception:
-        return None
-
-
 def _closest(word: str, choices: Sequence[str]) -> str | None:
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return found[0] if found else None
@@ -201,7 +191,12 @@ def complaints(error: Exception, data: dict[str, Any], prefix: Sequence[str]) ->
     errors = getattr(error, "errors", None)
     if not callable(errors):
         return []
-    cls = env_config_class(data)
+    try:  # the config class Verifiers validates ``data`` with
+        from verifiers.v1.utils.loaders import env_config_type
+
+        cls = env_config_type(_taskset_id(data), str(data.get("id") or ""))
+    except Exception:
+        cls = None
     found = []
     for item in errors():
         loc = [str(part) for part in item.get("loc", ())]

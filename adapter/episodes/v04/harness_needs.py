@@ -146,8 +146,7 @@ def check_uv_program(seat: UvSeat, environ: Mapping[str, str]) -> str:
 
 
 def check_index(seat: UvSeat, uv: str, environ: Mapping[str, str]) -> None:
-    """Resolve the chat program's dependencies as the seat's setup would; refuse when uv
-    cannot (bounded)."""
+    """Resolve the chat program's dependencies as the seat's setup would (bounded), or refuse."""
     env = {**environ, **seat.env, "UV_OFFLINE": "false"}
     env.setdefault("UV_HTTP_TIMEOUT", INDEX_HTTP_TIMEOUT_S)
     command = [

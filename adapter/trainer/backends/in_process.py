@@ -33,8 +33,7 @@ _Body = TypeVar("_Body")
 
 
 class InProcessEpisodes:
-    """One handler in this process, asked by construction and by the calls (rid prefix: the
-    call id)."""
+    """One handler in this process, for construction and the calls (rid prefix: the call id)."""
 
     python: str | None = None  # no workers' interpreter: the episodes run in this one
 
@@ -58,20 +57,17 @@ class InProcessEpisodes:
         return self
 
     async def run_group(self, call: CallOnWorkers, request: GroupRequest) -> GroupRun:
-        await asyncio.shield(self._started(call))
-        # Shielded as on a worker: only ending the call stops the episode.
-        answer = asyncio.ensure_future(self._handler.handle(request))
-        answer.add_done_callback(_retrieve)
-        body = await asyncio.shield(answer)
-        return group_run(_expect(body, GroupResult, "a group"))
-
-    def _started(self, call: CallOnWorkers) -> asyncio.Task[Any]:
         start = self._starts.get(call.call_id)
         if start is None:
             start = asyncio.ensure_future(self._handler.handle(call.start_message(call.call_id)))
             start.add_done_callback(_retrieve)
             self._starts[call.call_id] = start
-        return start
+        await asyncio.shield(start)
+        # Shielded as on a worker: only ending the call stops the episode.
+        answer = asyncio.ensure_future(self._handler.handle(request))
+        answer.add_done_callback(_retrieve)
+        body = await asyncio.shield(answer)
+        return group_run(_expect(body, GroupResult, "a group"))
 
     async def end_call(self, call: CallOnWorkers, timeout_s: float) -> list[str]:
         start = self._starts.pop(call.call_id, None)

@@ -43,9 +43,8 @@ class WorkerLostError(RolloutCallError):
 
 
 class WorkerLink(Protocol):
-    """One running worker: request bytes in, reply bytes out (:class:`WorkerLostError` if it
-    dies or is late); ``kill`` stops it from any thread (blocking, bounded), ``stop`` on its
-    event loop without blocking it."""
+    """One running worker: request bytes in, reply bytes out (else :class:`WorkerLostError`);
+    ``kill`` stops it from any thread (blocking, bounded), ``stop`` without blocking its loop."""
 
     @property
     def alive(self) -> bool: ...

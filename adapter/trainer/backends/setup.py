@@ -53,19 +53,14 @@ class EpisodeSideError(SetupError, RuntimeError):
     """The episode side refused to describe the taskset for a reason with no class here."""
 
 
-def _setup_error_classes() -> dict[str, type[SetupError]]:
-    found: dict[str, type[SetupError]] = {}
-    pending: list[type[SetupError]] = [SetupError]
-    while pending:
-        cls = pending.pop()
-        found.setdefault(cls.__name__, cls)
-        pending.extend(cls.__subclasses__())
-    return found
-
-
 def _as_setup_error(refused: Refused) -> SetupError:
     """The episode side's error as the same class here, else its nearest base known here."""
-    known = _setup_error_classes()
+    known: dict[str, type[SetupError]] = {}
+    pending: list[type[SetupError]] = [SetupError]
+    while pending:  # every SetupError class here, by name
+        cls = pending.pop()
+        known.setdefault(cls.__name__, cls)
+        pending.extend(cls.__subclasses__())
     if refused.error_type in known:
         cls, message = known[refused.error_type], refused.message
     else:
@@ -199,7 +194,6 @@ class EpisodeWorkers:
             self._template.close()
 
 
-# What construction asks to ``describe`` the taskset, then to ``start`` the calls' backend.
 EpisodeSide = InProcessEpisodes | EpisodeWorkers
 
 
