@@ -8,6 +8,7 @@ any engine exists, so no engine is ever contacted.
 from __future__ import annotations
 
 import argparse
+import inspect
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from miles_verifiers.cli.arguments import (
     wants_fixture_tokenizers,
 )
 from miles_verifiers.cli.kit import use_fixture_tokenizers
-from miles_verifiers.cli.loading import construct_rollout_function, load_rollout_function
+from miles_verifiers.cli.loading import load_rollout_function
 from miles_verifiers.cli.reporting import EXIT_FAILURE, EXIT_USAGE, error_text, report_error
 from miles_verifiers.cli.schedule import plan_calls
 from miles_verifiers.engine.routers import RUST_ROUTER_DROPPED_KEYS, RouterKind
@@ -135,7 +136,12 @@ def run_check(cli: argparse.Namespace) -> int:
     path = rollout_function_path(args)
 
     def construct(checked: argparse.Namespace) -> object:
-        return construct_rollout_function(load_rollout_function(path), checked, contract())
+        """What Miles' manager builds (a class from its constructor input) before any engine."""
+        target = load_rollout_function(path)
+        if not inspect.isclass(target):
+            return target  # a legacy rollout function, called as it is
+        cls: Any = target  # any class: its constructor is the rollout function's own
+        return cls(contract().RolloutFnConstructorInput(args=checked, data_source=None))
 
     try:
         if wants_fixture_tokenizers(cli, args):

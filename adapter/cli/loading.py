@@ -1,16 +1,11 @@
-"""Loading a rollout function from its dotted path, and constructing it as Miles' manager does
-(a class from ``RolloutFnConstructorInput(args, data_source)``; a legacy function as it is).
-"""
+"""Loading a rollout function (a class, or a legacy function) from its dotted path."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import inspect
 from typing import Any
 
 from miles_verifiers.errors import CommandLineError
-from miles_verifiers.trainer.contract.compat import Contract
 
 DEFAULT_ROLLOUT_FUNCTION = "miles_verifiers.VerifiersRolloutFn"
 
@@ -47,11 +42,3 @@ def load_rollout_function(path: str) -> Any:
             "or a function. Fix: point it at the rollout class or legacy rollout function."
         )
     return target
-
-
-def construct_rollout_function(target: Any, args: argparse.Namespace, contract: Contract) -> Any:
-    """What Miles' manager builds from ``target`` before any engine exists."""
-    if not inspect.isclass(target):
-        return target
-    cls: Any = target  # any class: its constructor is the rollout function's own
-    return cls(contract.RolloutFnConstructorInput(args=args, data_source=None))

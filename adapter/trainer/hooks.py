@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,16 +75,18 @@ def load_hook(path: str, flag: str, *, use_miles: bool) -> Callable[..., Any]:
     return hook
 
 
-async def _maybe_await(value: Any) -> Any:
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn``'s result, awaited where it is awaitable (a hook may be sync or async)."""
+    value = fn(*args, **kwargs)
     return await value if inspect.isawaitable(value) else value
 
 
 @dataclass(frozen=True)
 class RewardModel:
-    """Applies Miles' reward model to the samples of one group, in place."""
+    """Applies Miles' reward model to the samples of one group, in place (sync or async)."""
 
-    per_sample: Callable[[Any, Any], Awaitable[Any]] | None
-    per_group: Callable[[Any, list[Any]], Awaitable[Any]] | None
+    per_sample: Callable[[Any, Any], Any] | None
+    per_group: Callable[[Any, list[Any]], Any] | None
     reward_key: str | None
     eval_reward_key: str | None
     flag: str = "--custom-rm-path"  # the flag(s) that configured it
@@ -94,10 +96,10 @@ class RewardModel:
             return
         samples = list(samples)
         if self.per_group is not None and not evaluation:
-            rewards = await self.per_group(args, samples)
+            rewards = await _call(self.per_group, args, samples)
         else:  # a --group-rm run never evaluates: the options refuse it with --eval-interval
             assert self.per_sample is not None
-            rewards = await asyncio.gather(*(self.per_sample(args, s) for s in samples))
+            rewards = await asyncio.gather(*(_call(self.per_sample, args, s) for s in samples))
         rewards = list(rewards) if rewards is not None else []
         if len(rewards) != len(samples):
             raise RewardModelError(
@@ -126,13 +128,6 @@ class RewardModel:
             sample.reward = reward
 
 
-def _awaited(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    async def call(*args: Any) -> Any:
-        return await _maybe_await(fn(*args))
-
-    return call
-
-
 def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
     """The Miles reward model the options ask for, or None to keep the Verifiers rewards."""
     # --group-rm without a reward model is refused with the options already.
@@ -152,8 +147,9 @@ def load_reward_model(options: Any, *, use_miles: bool) -> RewardModel | None:
             "run inside Miles, or score with --custom-rm-path module.function instead.",
         )
     else:
-        fn = load_hook(options.custom_rm_path, "--custom-rm-path", use_miles=False)
-        per_sample = per_group = _awaited(fn)
+        per_sample = per_group = load_hook(
+            options.custom_rm_path, "--custom-rm-path", use_miles=False
+        )
     # A --group-rm model has the batch signature, so it is never called per sample.
     return RewardModel(
         None if options.group_rm else per_sample,
@@ -177,16 +173,18 @@ class MilesHooks:
 
     async def configure_engine_dumper(self, args: Any) -> None:
         if self.dumper is not None:
-            await _maybe_await(self.dumper(args))
+            await _call(self.dumper, args)
 
     async def recompute_logprobs(
         self, args: Any, samples: list[Any], *, url: str, sampling_params: Mapping[str, Any]
     ) -> None:
         if self.prefill_recompute is not None and samples:
-            await _maybe_await(
-                self.prefill_recompute(
-                    args, samples, url=url, sampling_params=dict(sampling_params)
-                )
+            await _call(
+                self.prefill_recompute,
+                args,
+                samples,
+                url=url,
+                sampling_params=dict(sampling_params),
             )
 
     def process_all_samples(self, args: Any, groups: list[list[Any]], data_source: Any) -> None:

@@ -46,8 +46,6 @@ _SHAPING_KEYS: Mapping[str, Any] = {
     "custom_params": None,
 }
 
-_SEED_KEYS = frozenset({"sampling_seed"})
-
 # Verifiers' environment types whose episodes give one seat several trainable traces.
 _SEVERAL_TRACES_TYPES = {"BestOfNEnv": "best-of-n"}
 
@@ -116,7 +114,7 @@ def _sampling_problems(
     for written, value in seat.sampling.items():
         key = RENAMED_KEYS.get(written, written)
         toml_key = f"{table} {written}"
-        if key in _SEED_KEYS:
+        if key == "sampling_seed":
             problems.append(
                 SeatProblem(
                     toml_key,
