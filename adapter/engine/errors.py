@@ -1,8 +1,5 @@
-"""The engine's error vocabulary, as both sides read it: refusals, signals, classification.
-
-The episode side turns these into the exceptions Verifiers' ``TrainClient`` expects; the trainer
-recognises those recorded on a trace by their code, without importing the episode side.
-"""
+"""The engine's error vocabulary, as both sides read it: refusals, signals, classification
+(the trainer recognises those recorded on a trace by their code)."""
 
 from __future__ import annotations
 

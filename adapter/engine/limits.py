@@ -17,8 +17,7 @@ from miles_verifiers.engine.tls import get_json
 
 logger = logging.getLogger(__name__)
 
-# SGLang sizes the longest accepted prompt 5 tokens below its per-request limit.
-INPUT_RESERVE = 5
+INPUT_RESERVE = 5  # max_req_len - max_req_input_len
 _INFO_PATHS = ("/server_info", "/get_server_info")
 # Workers asked for their limits when the router does not report them; a bound on the probes.
 MAX_WORKERS_PROBED = 8

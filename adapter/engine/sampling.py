@@ -20,10 +20,6 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _is_strings(value: object) -> bool:
     return isinstance(value, str) or (
         isinstance(value, list) and all(isinstance(item, str) for item in value)
@@ -33,7 +29,10 @@ def _is_strings(value: object) -> bool:
 _U64_MAX = 2**64 - 1
 Kind = tuple[Callable[[object], bool], str]
 _INT: Kind = (_is_int, "an integer")
-_NUMBER: Kind = (_is_number, "a number")
+_NUMBER: Kind = (
+    lambda value: isinstance(value, (int, float)) and not isinstance(value, bool),
+    "a number",
+)
 _BOOL: Kind = (lambda value: isinstance(value, bool), "true or false")
 _STR: Kind = (lambda value: isinstance(value, str), "a string")
 _STRINGS: Kind = (_is_strings, "a string or a list of strings")

@@ -1,8 +1,5 @@
-"""Typed settings for the SGLang transport, built by the adapter from Miles' arguments.
-
-The engine address may be a callable: Miles sets the router's ip and port only after it has
-constructed the rollout function.
-"""
+"""Typed settings for the SGLang transport; the engine address may be a callable (Miles sets
+the router's ip and port only after it has constructed the rollout function)."""
 
 from __future__ import annotations
 

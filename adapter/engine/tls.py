@@ -1,8 +1,7 @@
 """HTTP plumbing every engine client shares: one TLS context, and a bounded JSON probe.
 
-httpx loads its CA bundle (about 30 ms of CPU) for every client it is not given a context, even
-for plain-HTTP loopback, and clients are made per call, per rollout or per poll: one context
-serves them all, since it never changes once built.
+httpx loads its CA bundle (about 30 ms of CPU) for each client not given a context, even for
+plain-HTTP loopback; clients are made per call, rollout or poll, and one context serves them all.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What each side runs: Python, miles-verifiers, Verifiers, Renderers and the protocol.
-
-The episode side reports its versions in its description and in each worker's hello; a worker
-whose hello differs stops the call (:class:`WorkerVersionsError`).
-"""
+"""What each side runs (Python, miles-verifiers, Verifiers, Renderers, the protocol), as the
+description and each worker's hello report it."""
 
 from __future__ import annotations
 
@@ -13,16 +10,14 @@ from miles_verifiers.errors import RolloutCallError
 from miles_verifiers.protocol.messages import PROTOCOL_VERSION, Ready
 from miles_verifiers.versions import installed_versions as versions_of
 
+# What each side reports it runs, besides its Python and the protocol it speaks.
+REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 # The order versions are shown in; anything else a side reports follows, sorted.
-SHOWN = ("python", "miles-verifiers", "verifiers", "renderers", "protocol")
+SHOWN = ("python", *REPORTED_DISTRIBUTIONS, "protocol")
 
 
 class WorkerVersionsError(RolloutCallError):
     """An episode worker runs other versions than the interpreter construction described."""
-
-
-# What each side reports it runs, besides its Python and the protocol it speaks.
-REPORTED_DISTRIBUTIONS = ("miles-verifiers", "verifiers", "renderers")
 
 
 def process_versions() -> dict[str, str]:

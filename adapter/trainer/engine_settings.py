@@ -1,7 +1,6 @@
-"""What the trainer side derives from Miles' ``args`` to reach the engines: the engine address
-(read at call time: Miles starts SGLang after building the rollout function), each mode's
-transport settings and the sampling values each rollout is sent with.
-"""
+"""What the trainer side derives from Miles' ``args`` to reach the engines: their address (read
+at call time: Miles starts SGLang after building the rollout function), each mode's transport
+settings and sampling values."""
 
 from __future__ import annotations
 
