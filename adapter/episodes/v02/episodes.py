@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from miles_verifiers.episodes.calls import EnvironmentPool
-from miles_verifiers.episodes.describe import (
-    describe,
-    load_and_describe,
-    load_config_and_taskset,
-)
+from miles_verifiers.episodes.describe import describe_tasks
 from miles_verifiers.episodes.v02.upstream import set_rollout_context
 from miles_verifiers.episodes.worker import Built, OpenCall
+from miles_verifiers.protocol.config_file import parse_config_text
 from miles_verifiers.protocol.messages import (
     CallStart,
     DescribeRequest,
@@ -30,9 +28,18 @@ from miles_verifiers.protocol.messages import (
 from miles_verifiers.protocol.records import trace_record
 
 
+def load(config_path: str, config_text: str) -> tuple[Any, Any]:
+    """The validated config and the loaded taskset, from the config's text."""
+    from miles_verifiers.episodes.v02.config import env_config_from_data, load_taskset
+
+    path = Path(config_path)
+    config = env_config_from_data(parse_config_text(config_text, path), path)
+    return config, load_taskset(config)
+
+
 def build(setup: WorkerSetup) -> Built:
     """Load the config, the taskset and the renderer pool with the worker's own packages."""
-    return assemble(setup, *load_config_and_taskset(setup.config_path, setup.config_text))
+    return assemble(setup, *load(setup.config_path, setup.config_text))
 
 
 def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built:
@@ -63,14 +70,26 @@ class Generation02:
         return assemble(setup, kept[1], kept[2])
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
-        if not self.keeps_described:
-            return describe(request)
-        from miles_verifiers.episodes.v02.clients import shared_renderer_pool
+        """Load and describe the config, the taskset and a renderer as the workers will (one
+        renderer for a one-shot describe step; the shared pool when it is kept)."""
+        from miles_verifiers.versions import require_supported_versions
 
-        described, config, loaded = load_and_describe(
-            request, lambda spec: shared_renderer_pool(spec).vocab_size
+        # Checked before importing this side's Verifiers, which runs the episodes.
+        require_supported_versions()
+        from miles_verifiers.episodes.v02.clients import load_one_renderer, shared_renderer_pool
+
+        config, loaded = load(request.config_path, request.config_text)
+        described = describe_tasks(
+            request,
+            loaded.tasks,
+            (lambda spec: shared_renderer_pool(spec).vocab_size)
+            if self.keeps_described
+            else load_one_renderer,
+            env_id=str(getattr(config, "env_id", None) or config.taskset.id),
+            has_group_reward=loaded.has_group_reward,
         )
-        self._described = ((request.config_path, request.config_text), config, loaded)
+        if self.keeps_described:
+            self._described = ((request.config_path, request.config_text), config, loaded)
         return described
 
     def open_call(self, built: Built, start: CallStart, transport: Any) -> tuple[Any, str]:

@@ -23,7 +23,6 @@ from miles_verifiers.protocol.messages import (
     SeatDescription,
     ServiceRuntimeDescription,
 )
-from miles_verifiers.protocol.records import task_record
 
 
 @dataclass(frozen=True)
@@ -229,7 +228,7 @@ def renderer_config04(identity: str | None) -> Any:
     return config_from_name(name) if name is not None else None
 
 
-def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | None:
+def probe_renderer04(spec: RendererSpecModel) -> int | None:
     """The tokenizer's ``len``, after rendering one user turn as the episodes will (a checkpoint
     without a chat template would fail every request)."""
     import json
@@ -251,12 +250,12 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
     try:
         renderer = create_renderer(
             tokenizer,
-            renderer_config04(identity),
+            renderer_config04(spec.identity),
             chat_template_kwargs=json.loads(spec.chat_template_kwargs_json),
         )
         renderer.render_ids([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True)
     except Exception as error:
-        label = identity or spec.tokenizer_source
+        label = spec.identity or spec.tokenizer_source
         raise RendererSetupError(
             f"a one-turn chat cannot be rendered for {label!r} where the episodes run "
             f"({type(error).__name__}: {' '.join(str(error).split())[:300]}); a model Renderers "
@@ -274,26 +273,19 @@ def probe_renderer04(spec: RendererSpecModel, identity: str | None) -> int | Non
 
 def describe04(request: DescribeRequest) -> Description:
     """Load the environment and the tokenizer as the 0.4 workers will, and describe them."""
-    from miles_verifiers.episodes.content import check_task_prompts
-    from miles_verifiers.episodes.v02.clients import identify_renderer
+    from miles_verifiers.episodes.describe import describe_tasks
     from miles_verifiers.episodes.v04.harness_needs import check_harness_needs04
-    from miles_verifiers.protocol.versions import process_versions
     from miles_verifiers.versions import WORKER_VERSIONS_04, require_supported_versions
 
     require_supported_versions(WORKER_VERSIONS_04)  # the Verifiers that runs the episodes
     loaded = load04(request.config_path, request.config_text, check_runtimes=False)
     check_harness_needs04(loaded.config, Path(request.config_path), loaded.shaped.prefix)
-    check_task_prompts(loaded.tasks)
-    identity = identify_renderer(request.hf_checkpoint, request.tokenizer_path)
-    renderer = request.renderer
-    vocab_size = probe_renderer04(renderer, identity) if renderer is not None else None
-    return Description(
+    return describe_tasks(
+        request,
+        loaded.tasks,
+        probe_renderer04,
         env_id=str(loaded.config.env_id),
-        tasks=[task_record(task) for task in loaded.tasks],
         has_group_reward=False,  # 0.3 removed @group_reward; Env.finalize judges an episode
-        renderer_identity=identity,
-        vocab_size=vocab_size,
-        versions=process_versions(),
         env_type=f"{type(loaded.environment).__module__}.{type(loaded.environment).__qualname__}",
         seats=describe_seats04(loaded.environment, loaded.config),
         service_runtimes=describe_service_runtimes04(loaded.environment, loaded.config),
