@@ -112,8 +112,7 @@ class EngineClient:
         """The next pooled client of the running event loop (httpx clients cannot change loops)."""
         loop = asyncio.get_running_loop()
         if not self._lanes or self._lanes_loop is not loop or self._lanes[0].is_closed:
-            # Loopback engines are reached past any proxy (which could not reach this machine's
-            # loopback); a given http_transport ignores proxies anyway.
+            # Loopback engines are reached past any proxy (a given http_transport ignores them).
             mounts = None
             if self._http_transport is None:
                 try:

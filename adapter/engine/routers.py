@@ -20,8 +20,7 @@ class RouterKind(enum.StrEnum):
         return cls.PASS_THROUGH if use_miles_router else cls.SGLANG_ROUTER
 
 
-# The SGLang sampling keys (:mod:`.sampling`) that sglang-router 0.3.x drops when it
-# re-serialises /generate; it keeps the other nineteen.
+# The SGLang sampling keys (:mod:`.sampling`) sglang-router 0.3.x drops re-serialising /generate.
 RUST_ROUTER_DROPPED_KEYS: frozenset[str] = frozenset(
     {
         "stop_regex",

@@ -153,8 +153,7 @@ class TransportSettings(BaseModel):
     @field_validator("rid_prefix")
     @classmethod
     def _rid_prefix(cls, value: str | None) -> str | None:
-        # No '-' allowed: rids are "<prefix>-<n>", so aborting by "<prefix>-" can never reach
-        # another transport's requests.
+        # No '-': rids are "<prefix>-<n>", so an abort by "<prefix>-" reaches no other transport.
         if value is not None and not RID_PREFIX_PATTERN.fullmatch(value):
             raise ValueError(
                 f"{value!r} must be 1-64 characters of letters, digits or '_' (no '-')"

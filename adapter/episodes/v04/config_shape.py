@@ -15,8 +15,7 @@ from typing import Any
 
 from miles_verifiers.episodes.v02.config import CONFIG_ENV_VAR, ConfigError
 
-# What decides each of vf-eval's own settings in a Miles run, by the space-separated names
-# (fields and short aliases) of its EvalConfig.
+# What decides each vf-eval run setting in a Miles run, by its EvalConfig names and aliases.
 _RUN_KEYS = {
     "model m": "Miles trains the model --hf-checkpoint names",
     "client": "the episodes reach the engines Miles runs (miles-verifiers rollout: --engine-url)",

@@ -1,9 +1,8 @@
 """What a Verifiers 0.4 seat's harness needs on the worker's machine, checked before any episode.
 
 Stock harnesses run their agent as a PEP 723 script the seat's ``setup`` prepares with ``uv``
-(``UV_OFFLINE=false``: a warm cache does not stand in for the index). In the host ``subprocess``
-runtime that needs ``uv`` on the workers' ``PATH`` (else every episode fails at setup) and a
-reachable index; both are probed, bounded, for harnesses that call :data:`UV_SCRIPT_CALLS`.
+(``UV_OFFLINE=false``), which in the host ``subprocess`` runtime needs ``uv`` on the workers'
+``PATH`` and a reachable index: both are probed, bounded, for :data:`UV_SCRIPT_CALLS` harnesses.
 """
 
 from __future__ import annotations
