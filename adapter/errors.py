@@ -101,13 +101,3 @@ def describe_error(error: BaseException | Any) -> str:
     kind = getattr(error, "type", None) or type(error).__name__
     line = " ".join(_message(error).split())
     return f"{kind}: {line[:500]}"
-
-
-def abort_failures(report: Any, whose: str) -> str | None:
-    """One line naming the first few failed abort posts of ``report``, or None if none failed."""
-    if report.ok:
-        return None
-    return (
-        f"aborting {whose} failed on {len(report.failures)} of {report.posted} worker posts: "
-        + "; ".join(f"{url} {reason}" for url, _, reason in report.failures[:3])
-    )

@@ -47,6 +47,13 @@ class AbortReport:
     def ok(self) -> bool:
         return not self.failures
 
+    def describe_failures(self, whose: str) -> str:
+        """One line naming the first few failed posts of aborting ``whose``."""
+        return (
+            f"aborting {whose} failed on {len(self.failures)} of {self.posted} worker posts: "
+            + "; ".join(f"{url} {reason}" for url, _, reason in self.failures[:3])
+        )
+
 
 def worker_base_url(url: str) -> str:
     """A worker URL as listed by the router, reduced to the engine's own base URL."""

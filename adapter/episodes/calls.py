@@ -1,9 +1,6 @@
-"""One rollout call's resources on an episode worker, wound down within bounded time.
-
-An :class:`OpenCall` holds the call's own environment (``env.serving()`` keeps state on the
-instance), SGLang transport (its rid prefix, so its aborts reach only its requests) and client.
-Leaving it stops the client, cancels leftover episodes and aborts their requests, and shuts the
-environment's servers down under a deadline.
+"""One rollout call's resources on an episode worker, wound down within bounded time: its own
+environment (``env.serving()`` keeps state on the instance), SGLang transport (its rid prefix,
+so its aborts reach only its requests) and client.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from miles_verifiers.episodes.v02.upstream import interception_runners, set_shutdown_timeout
-from miles_verifiers.errors import abort_failures, describe_error
+from miles_verifiers.errors import describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
 from miles_verifiers.protocol.messages import CallStart, CleanupSpec
 
@@ -40,7 +37,8 @@ class EnvironmentPool:
 @dataclass
 class OpenCall:
     """One rollout call open on this worker (``async with``, held by one task from entry to
-    exit); what ``tasks`` still runs at exit is cancelled and its requests aborted."""
+    exit). Leaving it stops the client, cancels what ``tasks`` still runs and aborts its
+    requests, and shuts the environment's servers down under a deadline."""
 
     start: CallStart
     environments: EnvironmentPool
@@ -112,9 +110,8 @@ class OpenCall:
         except Exception as error:
             logger.warning("could not abort this call's SGLang requests: %s", describe_error(error))
             return
-        failed = abort_failures(report, "this call's SGLang requests")
-        if failed is not None:
-            logger.warning("%s", failed)
+        if not report.ok:
+            logger.warning("%s", report.describe_failures("this call's SGLang requests"))
 
     async def _shut_down_environment(self) -> None:
         if self._serving is None:

@@ -16,7 +16,7 @@ from typing import Any, Self
 import httpx
 
 from miles_verifiers.engine.client import EngineClient
-from miles_verifiers.errors import abort_failures, describe_error
+from miles_verifiers.errors import describe_error
 from miles_verifiers.owned_tasks import OwnedTasks
 from miles_verifiers.protocol.messages import CallStart, CleanupSpec, GroupRequest
 from miles_verifiers.trainer.backends.in_process import InProcessEpisodes
@@ -137,6 +137,5 @@ class WorkerCallScope:
         except Exception as error:
             logger.warning("could not abort the workers' requests: %s", describe_error(error))
             return
-        failed = abort_failures(report, "the workers' requests")
-        if failed is not None:
-            logger.warning("%s", failed)
+        if not report.ok:
+            logger.warning("%s", report.describe_failures("the workers' requests"))
