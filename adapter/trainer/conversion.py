@@ -139,9 +139,12 @@ def sample_status(trace: TraceRecord | None, status_enum: Any) -> Any:
     return status_enum.COMPLETED
 
 
-def verdict_metadata(trace: TraceRecord) -> dict[str, Any]:
-    """The error of a failed trace, a timeout, and the errors a recovered trace or episode kept."""
-    info: dict[str, Any] = {}
+def _branch_info(
+    branch: BranchRecord, trace: TraceRecord, which: dict[str, int] | None
+) -> dict[str, Any]:
+    """The branch; the error of a failed trace, a timeout, the errors a recovered trace or
+    episode kept; ``which`` sibling it is, if any."""
+    info: dict[str, Any] = {"branch_index": branch.index, "num_turns": branch.num_turns}
     if trace.failed and trace.error is not None:
         info["error"] = trace.error.model_dump(mode="json", exclude_none=True)
     if trace.is_timeout:
@@ -150,6 +153,8 @@ def verdict_metadata(trace: TraceRecord) -> dict[str, Any]:
         info["recovered_errors"] = trace.recovered_errors
     if trace.episode_recovered_errors:
         info["episode_recovered_errors"] = trace.episode_recovered_errors
+    if which is not None:
+        info["branch"] = which
     return info
 
 
@@ -322,13 +327,6 @@ def trace_to_sample(
         index=index,
         **fields,
     )
-
-
-def _branch_info(
-    branch: BranchRecord, trace: TraceRecord, which: dict[str, int] | None
-) -> dict[str, Any]:
-    info = {"branch_index": branch.index, "num_turns": branch.num_turns, **verdict_metadata(trace)}
-    return info if which is None else {**info, "branch": which}
 
 
 def new_sample(

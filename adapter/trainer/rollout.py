@@ -415,32 +415,26 @@ class VerifiersRolloutFn:
         return self._contract.RolloutFnEvalOutput(data=data, metrics=metrics)
 
 
-class _LegacyLoop:
-    """A background loop started on first use, for :func:`generate_rollout` where Miles' own
-    runner (``miles.utils.async_utils.run``) is not importable; it lives as long as the process."""
-
-    def __init__(self) -> None:
-        self._loop: BackgroundLoop | None = None
-        self._guard = threading.Lock()
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        with self._guard:
-            if self._loop is None:
-                self._loop = BackgroundLoop(name="miles-verifiers-loop").start()
-            loop = self._loop
-        if loop.is_current():
-            coroutine.close()
-            raise RuntimeError("generate_rollout cannot be called from its own event loop")
-        return loop.run(coroutine, None)
-
-
 LEGACY_CACHE_SIZE = 4
 
 # Process-wide on purpose: the legacy path hands a plain function the same (args, data_source)
 # on every call, so the instance (and its task stream) must outlive each call. Bounded.
 _legacy_instances: OrderedDict[tuple[int, int], tuple[Any, Any, VerifiersRolloutFn]] = OrderedDict()
 _legacy_guard = threading.Lock()
-_legacy_loop = _LegacyLoop()
+_legacy_loop: BackgroundLoop | None = None  # started on first use, kept for the process
+
+
+def _run_on_legacy_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` where Miles' own runner (``miles.utils.async_utils.run``) is missing."""
+    global _legacy_loop
+    with _legacy_guard:
+        if _legacy_loop is None:
+            _legacy_loop = BackgroundLoop(name="miles-verifiers-loop").start()
+        loop = _legacy_loop
+    if loop.is_current():
+        coroutine.close()
+        raise RuntimeError("generate_rollout cannot be called from its own event loop")
+    return loop.run(coroutine, None)
 
 
 def _legacy_instance(args: Any, data_source: Any) -> VerifiersRolloutFn:
@@ -475,5 +469,5 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     try:
         runner = importlib.import_module("miles.utils.async_utils").run
     except (ImportError, AttributeError):
-        runner = _legacy_loop.run
+        runner = _run_on_legacy_loop
     return runner(fn(rollout_input))

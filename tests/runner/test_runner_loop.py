@@ -83,10 +83,10 @@ def test_the_legacy_entry_point_refuses_a_call_from_its_own_loop():
 
     async def nested() -> None:
         coroutine = asyncio.sleep(0)
-        rollout._legacy_loop.run(coroutine)
+        rollout._run_on_legacy_loop(coroutine)
 
     with pytest.raises(RuntimeError, match="its own event loop"):
-        rollout._legacy_loop.run(nested())
+        rollout._run_on_legacy_loop(nested())
 
 
 def test_the_test_kit_calls_rollout_functions_on_this_loop():
