@@ -8,8 +8,9 @@ abort) with reward ``None``; one with no model turn or no trace is an empty samp
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +28,7 @@ from miles_verifiers.trainer.conversion import (
     trace_reward,
     trace_to_sample,
 )
-from miles_verifiers.trainer.groups import CallScope, GroupRun, gather_bounded
+from miles_verifiers.trainer.groups import CallScope, GroupRun
 from miles_verifiers.trainer.hooks import MilesHooks
 from miles_verifiers.trainer.metrics import (
     TRAIN_PREFIX,
@@ -147,9 +148,10 @@ async def evaluate(
     weight_version: Any,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Run the evaluation inside ``scope``; returns Miles' ``data`` and the ``eval/`` metrics."""
+    gate = asyncio.Semaphore(setup.max_groups_in_flight)
 
-    def group(position: int, task: TaskRecord) -> Callable[[], Any]:
-        async def run() -> tuple[bool, list[EvalEntry]]:
+    async def group(position: int, task: TaskRecord) -> tuple[bool, list[EvalEntry]]:
+        async with gate:
             # Evaluation runs the tasks in load order: a task's slot is its index.
             result = await scope.run(position, position)
             # Every episode would refuse alike: stop, as training does.
@@ -161,13 +163,8 @@ async def evaluate(
             episodes_ok = result.ok and not any(t.episode_error for t in result.traces)
             return episodes_ok, entries
 
-        return run
-
-    per_group = await gather_bounded(
-        scope,
-        [group(position, task) for position, task in enumerate(setup.tasks)],
-        setup.max_groups_in_flight,
-    )
+    groups = [scope.spawn(group(position, task)) for position, task in enumerate(setup.tasks)]
+    per_group = await asyncio.gather(*groups)
     entries = [entry for _, group_list in per_group for entry in group_list]
     unsupported = [
         e.trace.error

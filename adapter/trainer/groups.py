@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -54,19 +54,3 @@ def rollout_seeds(base_seed: int, slot: int, samples_per_slot: int) -> list[int]
 def new_rid_prefix(mode: str) -> str:
     """A fresh rid prefix for one call (letters, digits and '_' only: see TransportSettings)."""
     return f"mv{mode[:1]}_{uuid.uuid4().hex[:16]}"
-
-
-async def gather_bounded(
-    scope: CallScope,
-    factories: Sequence[Callable[[], Awaitable[Any]]],
-    limit: int,
-) -> list[Any]:
-    """Run ``factories`` as tasks of ``scope``, at most ``limit`` at a time; results in order."""
-    gate = asyncio.Semaphore(max(1, limit))
-
-    async def gated(factory: Callable[[], Awaitable[Any]]) -> Any:
-        async with gate:
-            return await factory()
-
-    tasks = [scope.spawn(gated(f)) for f in factories]
-    return list(await asyncio.gather(*tasks))
