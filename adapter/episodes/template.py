@@ -77,14 +77,11 @@ def serve(channel: socket.socket) -> None:
             return
         if not message:
             return
-        if len(fds) not in (2, 3):
-            for fd in fds:
-                os.close(fd)
-            channel.send(b"0")
-            continue
-        pid = os.fork()
-        if pid == 0:
-            _run_entry(channel, fds, json.loads(message))
+        pid = 0  # answered for a malformed message
+        if len(fds) in (2, 3):
+            pid = os.fork()
+            if pid == 0:
+                _run_entry(channel, fds, json.loads(message))
         for fd in fds:
             os.close(fd)
         channel.send(str(pid).encode())

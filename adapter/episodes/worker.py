@@ -1,11 +1,7 @@
-"""The episode side's request handler: owns the built environments and one scope per call.
-
-:class:`WorkerHandler` answers protocol requests behind every backend: a local child and a Ray
-actor (``handle_frame``, bytes in and out) and the trainer's own process (``handle``). What
-differs between Verifiers generations is a :class:`Generation` (:mod:`.v02.episodes`,
-:mod:`.v04.episodes`). Each rollout call's :class:`~miles_verifiers.episodes.calls.OpenCall`
-is held by one task from entry to exit, so a training and an evaluation call on one worker stay
-apart; ending it cancels its episodes and aborts their requests.
+"""The episode side's request handler, behind every backend: a local child and a Ray actor
+(``handle_frame``, bytes in and out) and the trainer's own process (``handle``). What differs
+between Verifiers generations is a :class:`Generation`; each rollout call is an
+:class:`~miles_verifiers.episodes.calls.OpenCall` held by one task from entry to exit.
 """
 
 from __future__ import annotations

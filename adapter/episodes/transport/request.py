@@ -98,12 +98,9 @@ def build_generate_call(
     first_prompt: bool,
     engine_limits: EngineLimits | None = None,
 ) -> GenerateCall:
-    """Translate one Renderers request into an SGLang ``/generate`` call.
-
-    ``settings.max_prompt_len`` applies to a session's ``first_prompt`` only. Raises
-    ``RequestRejected`` for input the transport will not send, and an overlong-prompt error
-    for a prompt over that limit or leaving no room to generate.
-    """
+    """One Renderers request as an SGLang ``/generate`` call: ``RequestRejected`` for input the
+    transport will not send, an overlong-prompt error past ``max_prompt_len`` (a session's
+    ``first_prompt`` only) or with no room left to generate."""
     if not isinstance(body, Mapping):
         raise RequestRejected(f"the request body must be a JSON object, got {type(body).__name__}")
     _reject_multimodal(body)

@@ -118,12 +118,9 @@ def convert_generate_output(
     max_new_tokens: int | None = None,
     vocab_size: int | None = None,
 ) -> dict[str, Any]:
-    """Renderers' generate-response JSON for one SGLang ``/generate`` answer.
-
-    Raises ``EngineAborted`` for an abort (its partial output is discarded) and
-    ``MalformedOutput`` unless the answer is one consistent, finished generation within
-    ``max_new_tokens`` and ``vocab_size`` (None skips a check).
-    """
+    """Renderers' generate-response JSON for one SGLang ``/generate`` answer; ``EngineAborted``
+    for an abort, ``MalformedOutput`` unless it is one consistent, finished generation within
+    ``max_new_tokens`` and ``vocab_size`` (None skips a check)."""
     if not isinstance(output, Mapping):
         raise MalformedOutput(
             f"expected one JSON object for one request, got {type(output).__name__}"

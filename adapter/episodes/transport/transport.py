@@ -51,12 +51,9 @@ Sleep = Callable[[float], Awaitable[Any]]
 
 
 class SGLangTransport(EngineClient):
-    """Sends Renderers' generate requests to SGLang's native ``/generate``.
-
-    ``http_transport`` replaces httpx's network layer (tests); ``sleep`` is the backoff wait.
-    ``router_drops_warned``: sampling keys already warned about as dropped by the router, one
-    set shared by an owner's transports so the warning comes once per owner.
-    """
+    """Sends Renderers' generate requests to SGLang's native ``/generate``. ``sleep`` is the
+    backoff wait; ``router_drops_warned``, the keys warned about as dropped by the router, is
+    shared by an owner's transports so the warning comes once per owner."""
 
     def __init__(
         self,

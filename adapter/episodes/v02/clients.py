@@ -73,12 +73,6 @@ class CallEndedError(ProviderError, RolloutCallError):
         ProviderError.__init__(self, message, status_code=status_code)
 
 
-def _model_renderer_map() -> Mapping[str, str]:
-    from renderers.base import MODEL_RENDERER_MAP
-
-    return MODEL_RENDERER_MAP
-
-
 def renderer_identity(
     checkpoint: str | None, model_map: Mapping[str, str] | None = None
 ) -> str | None:
@@ -90,7 +84,9 @@ def renderer_identity(
     """
     if not checkpoint:
         return None
-    known = _model_renderer_map() if model_map is None else model_map
+    from renderers.base import MODEL_RENDERER_MAP
+
+    known = MODEL_RENDERER_MAP if model_map is None else model_map
     if checkpoint in known:
         return checkpoint
     path = PurePath(checkpoint)
@@ -195,22 +191,19 @@ def growing_pool_class() -> type:
     return GrowingRendererPool
 
 
-def _renderer_factory(spec: RendererSpecModel) -> Callable[[], Any]:
-    def factory() -> Any:
-        from renderers.base import create_renderer
+def _build_renderer(spec: RendererSpecModel) -> Any:
+    from renderers.base import create_renderer
 
-        from miles_verifiers.episodes.preloaded import load_tokenizer
+    from miles_verifiers.episodes.preloaded import load_tokenizer
 
-        tokenizer = load_tokenizer(spec.tokenizer_source)
-        if spec.identity is not None:
-            # Renderers picks the renderer class from the tokenizer's name; a local path has
-            # none it knows, so name it after the registered model it is.
-            tokenizer.name_or_path = spec.identity
-        return create_renderer(
-            tokenizer, None, chat_template_kwargs=json.loads(spec.chat_template_kwargs_json) or None
-        )
-
-    return factory
+    tokenizer = load_tokenizer(spec.tokenizer_source)
+    if spec.identity is not None:
+        # Renderers picks the renderer class from the tokenizer's name; a local path has
+        # none it knows, so name it after the registered model it is.
+        tokenizer.name_or_path = spec.identity
+    return create_renderer(
+        tokenizer, None, chat_template_kwargs=json.loads(spec.chat_template_kwargs_json) or None
+    )
 
 
 @functools.lru_cache(maxsize=4)  # bounded: a long-lived process does not hoard tokenizers
@@ -225,7 +218,9 @@ def shared_renderer_pool(spec: RendererSpecModel) -> Any:
     loop_renderer = spec.pool_size > 1
     try:
         threads = spec.pool_size - 1 if loop_renderer else spec.pool_size
-        pool = growing_pool_class()(_renderer_factory(spec), threads, loop_renderer=loop_renderer)
+        pool = growing_pool_class()(
+            functools.partial(_build_renderer, spec), threads, loop_renderer=loop_renderer
+        )
     except (OSError, ValueError, TypeError, ImportError) as error:
         raise _renderer_setup_error(spec, error) from error
     if spec.pool_size > 1:
@@ -241,7 +236,7 @@ def load_one_renderer(spec: RendererSpecModel) -> int | None:
     import transformers  # noqa: F401  (see shared_renderer_pool)
 
     try:
-        renderer = _renderer_factory(spec)()
+        renderer = _build_renderer(spec)
     except (OSError, ValueError, TypeError, ImportError) as error:
         raise _renderer_setup_error(spec, error) from error
     return renderer_vocab_size(renderer)

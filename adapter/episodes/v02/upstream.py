@@ -13,7 +13,7 @@ verifiers 0.2.0
 
 renderers 0.1.10
 6. ``renderers.client._maybe_offload`` moves work to a thread only for a ``RendererPool``
-   (other renderers run inline). -> :func:`renderer_pool_base`, :func:`offloads_to_thread`
+   (other renderers run inline). -> :func:`renderer_pool_base`
 7-8. ``RendererPool``'s private fields and its ``supports_tools``, ``is_multimodal``,
    ``mm_token_type_id_map``, set by a pool that skips the constructor.
    -> :func:`adopt_renderer_pool_fields`
@@ -106,11 +106,6 @@ def renderer_pool_base() -> type:
     from renderers.base import RendererPool
 
     return RendererPool
-
-
-def offloads_to_thread(renderer: Any) -> bool:
-    """True when Renderers would run ``renderer``'s work on a worker thread (entry 6)."""
-    return isinstance(renderer, renderer_pool_base())
 
 
 def adopt_renderer_pool_fields(
