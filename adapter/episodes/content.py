@@ -1,9 +1,7 @@
-"""Chat content in OpenAI content-part form, made plain text before any renderer sees it.
-
-Renderers 0.1.10 treat a ``content`` list of parts differently per model (Qwen3 renders the turn
-empty; Llama 3 and gpt-oss join the text parts), so the adapter joins text parts itself, the
-same way for every model. Any other part (an image, audio ...) is refused: the token path sends
-token ids only, so the model would be trained on a prompt it never saw.
+"""Chat content parts made plain text before any renderer sees them: Renderers 0.1.10 treat a
+part list differently per model (Qwen3 renders the turn empty; Llama 3 and gpt-oss join the
+text parts), so the adapter joins them itself. Any other part (an image, audio ...) is refused:
+the token path sends token ids only, so the model would be trained on a prompt it never saw.
 """
 
 from __future__ import annotations

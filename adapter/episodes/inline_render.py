@@ -1,10 +1,7 @@
-"""Render short prompts on the event loop; leave long ones to Renderers' worker threads.
-
-Renderers moves every render of a ``RendererPool`` to a thread; for the short prompts of most
-agentic turns the hop costs more than the render (about 8% of the rollout loop's time on
-single-turn tasks), while rendering a prompt within the limits below holds the loop a few
-milliseconds at most. Both paths use the same renderer class, template switches and message
-conversion, so they produce the same token ids.
+"""Render short prompts on the event loop; leave long ones to Renderers' worker threads. For
+most agentic turns the thread hop costs more than the render (about 8% of the rollout loop's
+time on single-turn tasks), while a prompt within the limits below holds the loop a few
+milliseconds at most. Both paths render alike, so they produce the same token ids.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Tokenizers the worker template loaded before forking, handed out once each in the child.
-
-A load costs about 0.7 s of CPU and a worker makes two at its start; loaded once in the
-template, every forked process (a worker, a replacement, the describe step) inherits copies.
+"""Tokenizers the worker template loaded before forking, handed out once each in the child: a
+load costs about 0.7 s of CPU and a worker makes two at its start.
 """
 
 from __future__ import annotations

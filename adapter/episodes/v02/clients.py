@@ -1,9 +1,6 @@
-"""The model client Verifiers' rollouts talk to, and the renderer pool behind it.
-
-Added to Verifiers' ``TrainClient``: the Renderers model id of a local checkpoint path, one
-growing renderer pool per spec and process (with a renderer kept for the event loop, see
-:mod:`miles_verifiers.episodes.inline_render`), and a client that refuses what the token path
-cannot serve, naming the fix, and stops serving when its rollout call ends.
+"""The model client Verifiers' rollouts talk to (a ``TrainClient`` that refuses what the token
+path cannot serve, naming the fix, and stops when its rollout call ends), the growing renderer
+pool behind it (one per spec and process) and the Renderers model id of a local checkpoint.
 """
 
 from __future__ import annotations
@@ -68,9 +65,6 @@ class CallEndedError(ProviderError, RolloutCallError):
     """A model request arrived after the rollout call that owns it had ended."""
 
     trace_code = "call_ended"
-
-    def __init__(self, message: str, *, status_code: int) -> None:
-        ProviderError.__init__(self, message, status_code=status_code)
 
 
 def renderer_identity(
@@ -151,12 +145,13 @@ def growing_pool_class() -> type:
                 self._idle.put(renderer)
 
         def warm_up(self) -> None:
-            """Build the remaining renderers, then the loop's own (on a background thread)."""
-            self._fill()
-            self._build_inline()
-
-        def _build_inline(self) -> None:
-            # Its own, so the loop never waits for a thread's; multimodal prompts take threads.
+            """Build the remaining renderers, then the event loop's own, so the loop never waits
+            for a thread's (multimodal prompts take threads); run on a background thread."""
+            try:
+                while (renderer := self._grow()) is not None:
+                    self._idle.put(renderer)
+            except Exception as error:
+                logger.warning("building a spare renderer failed: %s", error)
             with self._grow_lock:
                 if self._inline_started or self.is_multimodal:
                     return
@@ -167,13 +162,6 @@ def growing_pool_class() -> type:
                 logger.warning("building the event loop's renderer failed: %s", error)
                 return
             self.inline_renderer = InlineRenderer(renderer, self)
-
-        def _fill(self) -> None:
-            try:
-                while (renderer := self._grow()) is not None:
-                    self._idle.put(renderer)
-            except Exception as error:
-                logger.warning("building a spare renderer failed: %s", error)
 
         def _grow(self) -> Any:
             """A new renderer, or None at capacity."""

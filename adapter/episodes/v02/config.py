@@ -204,11 +204,8 @@ def _validate_plugin_tables(data: Mapping[str, Any], path: Path) -> None:
         ("taskset", taskset_id, taskset_config_type),
         ("harness", harness_id, harness_config_type),
     ):
-        raw = data.get(table, {})
-        if not plugin_id or not isinstance(raw, Mapping):
-            continue  # EnvConfig reports a table of the wrong type itself
-        try:
-            resolve(plugin_id).model_validate({**raw, "id": plugin_id})
+        try:  # check_plugins_installed has refused a missing id or a table of another type
+            resolve(plugin_id).model_validate({**data.get(table, {}), "id": plugin_id})
         except ValidationError as error:
             raise schema_error(error, path, table) from error
 
