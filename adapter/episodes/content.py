@@ -48,9 +48,8 @@ def _has_part_list(message: Any) -> bool:
 
 
 def plain_text_messages(messages: Sequence[Any]) -> Sequence[Any]:
-    """Wire messages (dicts) with part-list content joined into strings: ``messages`` itself
-    when none has a list, else new dicts for those that do (the caller's are never modified).
-    Raises :class:`NonTextContentError` for a part that is not text."""
+    """Wire messages with part-list content joined into strings (``messages`` itself when none
+    has one; new dicts, never the caller's); :class:`NonTextContentError` for a non-text part."""
     if not any(_has_part_list(m) for m in messages):
         return messages
     plain = []

@@ -1,8 +1,6 @@
-"""The episode side's description of a taskset, and its one-shot process (:func:`main`).
-
-What only a loaded taskset can tell (the config, the tasks, their prompts, group rewards, the
-tokenizer) is checked where the episodes run, so the trainer side never imports Verifiers or
-Renderers; the trainer's own process keeps what it loaded for the setup.
+"""The episode side's description of a taskset, and its one-shot process (:func:`main`): what
+only a loaded taskset can tell is checked where the episodes run, so the trainer side never
+imports Verifiers or Renderers.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class PrefixCacheUsage:
-    """Prompt tokens a session sent and how many of them the engine's prefix cache held,
-    summed over its generate calls (SGLang's ``meta_info`` ``prompt_tokens`` and
-    ``cached_tokens``)."""
+    """A session's prompt tokens and how many the engine's prefix cache held, summed over its
+    generate calls (SGLang's ``meta_info`` ``prompt_tokens`` and ``cached_tokens``)."""
 
     cached_tokens: int = 0
     prompt_tokens: int = 0

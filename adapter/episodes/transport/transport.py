@@ -78,9 +78,8 @@ class SGLangTransport(EngineClient):
         return httpx.URL(f"{resolve_engine_url(self._settings)}/v1")
 
     async def get(self, path: str, *, cast_to: object = None, **_: object) -> dict[str, Any]:
-        """Answer Renderers' ``GET /models`` probe as SGLang's ``/v1/models`` would, with the
-        context length as ``max_model_len``. Without one the listing is empty, so Renderers
-        skips its pre-flight length check (the transport's own limits still apply)."""
+        """Renderers' ``GET /models`` probe, with the context length as ``max_model_len``;
+        without one the listing is empty, so Renderers skips its pre-flight length check."""
         if path.strip("/") in MODELS_PATHS:
             limit = self._settings.context_len
             names = self._settings.served_model_names if limit is not None else ()
@@ -122,7 +121,7 @@ class SGLangTransport(EngineClient):
             call = build_generate_call(
                 body,
                 settings=self._settings,
-                rid=self._new_rid(),
+                rid=f"{self.rid_prefix}-{next(self._rid_numbers)}",
                 session_id=session_id,
                 first_prompt=first_prompt,
                 engine_limits=engine_limits,
@@ -159,23 +158,19 @@ class SGLangTransport(EngineClient):
         """What the engine reported about ``session_id``'s prompts (None: nothing answered)."""
         return self._sessions.get(session_id)
 
-    def _new_rid(self) -> str:
-        return f"{self.rid_prefix}-{next(self._rid_numbers)}"
-
     async def _limits(self, base_url: str) -> EngineLimits | None:
         """The engine's limits, read on the first request; None when probing is off."""
         if not self._settings.probe_engine_limits:
             return None
-        if self._engine_limits is None:
-            async with self._limits_lock:
-                if self._engine_limits is None:
-                    timeout_s = self._settings.timeouts.connect_s
-                    self._engine_limits = await fetch_deployment_limits(
-                        self._http(),
-                        base_url,
-                        lambda: self.list_workers(timeout_s=timeout_s),
-                        timeout_s=timeout_s,
-                    )
+        async with self._limits_lock:  # one probe, however many requests come first
+            if self._engine_limits is None:
+                timeout_s = self._settings.timeouts.connect_s
+                self._engine_limits = await fetch_deployment_limits(
+                    self._http(),
+                    base_url,
+                    lambda: self.list_workers(timeout_s=timeout_s),
+                    timeout_s=timeout_s,
+                )
         return self._engine_limits
 
     def _report_ignored_keys(self, call: GenerateCall) -> None:

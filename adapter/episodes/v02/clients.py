@@ -70,12 +70,9 @@ class CallEndedError(ProviderError, RolloutCallError):
 def renderer_identity(
     checkpoint: str | None, model_map: Mapping[str, str] | None = None
 ) -> str | None:
-    """The Renderers model id behind ``checkpoint``; None when there is none or it is ambiguous.
-
-    Candidates: the ``models--org--name`` parts of an HF cache path and every registered id
-    whose last part is the path's last component. When they map to different renderers
-    (``Qwen/Qwen3-0.6B`` and ``PrimeIntellect/Qwen3-0.6B`` differ) there is no safe answer.
-    """
+    """The Renderers model id behind ``checkpoint`` (an HF cache path's ``models--org--name``, or
+    a registered id ending in the path's last component); None when there is none, or several
+    that map to different renderers (``Qwen/Qwen3-0.6B`` and ``PrimeIntellect/Qwen3-0.6B``)."""
     if not checkpoint:
         return None
     from renderers.base import MODEL_RENDERER_MAP
