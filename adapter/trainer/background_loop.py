@@ -1,9 +1,5 @@
-"""The process-wide event loop Miles runs rollout coroutines on (§1.3).
-
-Miles calls ``fn(input)`` from a worker thread and runs a coroutine result on one loop in a
-daemon thread, shared by every call; :class:`BackgroundLoop` is that loop, with a timeout per
-call so a stuck rollout cannot hang the run (the legacy path and the test kit use it too).
-"""
+"""One event loop in a daemon thread running every rollout coroutine, as Miles does (§1.3), with a
+timeout per call so a stuck rollout cannot hang the run; the legacy path and the test kit use it."""
 
 from __future__ import annotations
 

@@ -281,14 +281,9 @@ class VerifiersRolloutFn:
         self._eval: EvalSetup = run["eval"]
         options = self._options
         # Refuse an unwritable or shared --save now, not after the first rollout's samples.
-        save_claim = (
-            claim_state_dir(options.save_dir)
-            if options.save_dir and options.train_enabled
-            else None
-        )
-        self._release_save = (
-            weakref.finalize(self, save_claim.release) if save_claim is not None else None
-        )
+        self._release_save: Callable[[], Any] | None = None
+        if options.save_dir and options.train_enabled:
+            self._release_save = weakref.finalize(self, claim_state_dir(options.save_dir).release)
         self._stream = TaskStream(
             self._train.order,
             options.rollout_batch_size,

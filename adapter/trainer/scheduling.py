@@ -194,13 +194,6 @@ def cursor_after(cursor_after_dispatch: Cursor, settlement: Settlement) -> Curso
 
 
 @dataclass(frozen=True)
-class CursorLookup:
-    cursor: Cursor
-    # No state for this rollout: rollout_id * rollout_batch_size (tasks may repeat or be skipped).
-    is_fallback: bool
-
-
-@dataclass(frozen=True)
 class CheckpointPlan:
     """Which rollout ids Miles may resume at: every ``--save-interval`` and ``--num-rollout``
     (saves off that cadence are learnt from ``latest_checkpointed_iteration.txt``)."""
@@ -305,12 +298,14 @@ class SchedulerState:
                 "restart the stream at rollout_id * rollout_batch_size."
             )
 
-    def cursor_for(self, rollout_id: int, rollout_batch_size: int) -> CursorLookup:
-        """The cursor rollout ``rollout_id`` starts from."""
+    def cursor_for(self, rollout_id: int, rollout_batch_size: int) -> tuple[Cursor, bool]:
+        """The cursor rollout ``rollout_id`` starts from, and whether it is the fallback for a
+        rollout with no saved start, ``rollout_id * rollout_batch_size`` (tasks may repeat or
+        be skipped)."""
         saved = self.starts.get(rollout_id)
         if saved is not None:
-            return CursorLookup(saved, False)
-        return CursorLookup(Cursor(rollout_id * rollout_batch_size), True)
+            return saved, False
+        return Cursor(rollout_id * rollout_batch_size), True
 
     def record(
         self, rollout_id: int, cursor: Cursor, plan: CheckpointPlan | None = None
@@ -554,13 +549,13 @@ class TaskStream:
         resuming = self._state is None
         if self._state is None:
             self._state = self._load()
-        lookup = self._state.cursor_for(rollout_id, self._batch)
-        self._state = self._state.record(rollout_id, lookup.cursor, self._plan)
+        cursor, fallback = self._state.cursor_for(rollout_id, self._batch)
+        self._state = self._state.record(rollout_id, cursor, self._plan)
         if resuming and rollout_id > 0:
             # Miles resumes only after a checkpoint, so the one before this rollout exists:
             # keep its start even when latest_checkpointed_iteration.txt names another one.
             self._state = self._state.note_checkpoint(rollout_id - 1, self._plan)
-        if lookup.is_fallback and rollout_id > 0 and not self._warned_fallback:
+        if fallback and rollout_id > 0 and not self._warned_fallback:
             self._warned_fallback = True
             where = (
                 f"no saved task-scheduler state for it under --save {self._save_dir}"
@@ -571,10 +566,10 @@ class TaskStream:
                 "training rollout %d starts at task offset %d (rollout_id x --rollout-batch-size): "
                 "%s. If this run resumes an earlier one, some tasks may repeat or be skipped.",
                 rollout_id,
-                lookup.cursor.position,
+                cursor.position,
                 where,
             )
-        return lookup.cursor
+        return cursor
 
     def finish(
         self, rollout_id: int, cursor_after_dispatch: Cursor, settlement: Settlement

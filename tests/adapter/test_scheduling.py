@@ -239,7 +239,7 @@ def run_rollout(
     plan: CheckpointPlan | None = None,
 ) -> tuple[RolloutResult, SchedulerState]:
     """One rollout as the rollout function drives it; groups finish in a random order."""
-    start = state.cursor_for(rollout_id, target).cursor
+    start, _ = state.cursor_for(rollout_id, target)
     state = state.record(rollout_id, start, plan)
     settlement, cursor = dispatch_and_settle(
         start, target=target, over=over, dropped_offsets=dropped_offsets, timing=timing
@@ -384,15 +384,13 @@ def test_resume_from_an_earlier_checkpoint_replays_the_same_rollouts(shape, data
 
 
 def test_without_saved_state_the_cursor_falls_back_to_rollout_id_times_batch_and_says_so():
-    lookup = SchedulerState.for_order(TaskOrder(10)).cursor_for(rollout_id=3, rollout_batch_size=4)
-    assert lookup.cursor == Cursor(position=12)
-    assert lookup.is_fallback
+    start = SchedulerState.for_order(TaskOrder(10)).cursor_for(rollout_id=3, rollout_batch_size=4)
+    assert start == (Cursor(position=12), True)
 
 
 def test_saved_cursor_is_used_and_not_flagged():
     state = SchedulerState.for_order(TaskOrder(10)).record(5, Cursor(21, (19,)))
-    lookup = state.cursor_for(5, 4)
-    assert lookup.cursor == Cursor(21, (19,)) and not lookup.is_fallback
+    assert state.cursor_for(5, 4) == (Cursor(21, (19,)), False)
 
 
 def test_recording_a_rollout_forgets_later_starts_and_keeps_a_bounded_history():
