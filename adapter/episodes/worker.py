@@ -110,8 +110,7 @@ class WorkerHandler:
         try:
             request = read_request(data)
         except (ProtocolVersionError, ValueError) as error:
-            reply = Reply(id=_request_id(data), body=_refused(error))
-            return reply.model_dump_json().encode()
+            return Reply(id=_request_id(data), body=_refused(error)).model_dump_json().encode()
         try:
             body = await self.handle(request.body)
         except asyncio.CancelledError:

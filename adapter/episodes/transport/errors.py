@@ -7,6 +7,7 @@ overlong prompt; anything else is a harness failure.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -115,14 +116,11 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
             f"the SGLang router refused the{named} (HTTP 422, not retried): {reason}. Fix the "
             "value in the sampling settings or drop it"
         )
-    try:
+    body = None
+    with contextlib.suppress(ValueError):
         body = response.json()
-    except ValueError:
-        body = None
-    if status >= 500:
-        return openai.InternalServerError(message, response=response, body=body)
-    error_cls = _STATUS_ERRORS.get(status, openai.APIStatusError)
-    return error_cls(message, response=response, body=body)
+    other = openai.InternalServerError if status >= 500 else openai.APIStatusError
+    return _STATUS_ERRORS.get(status, other)(message, response=response, body=body)
 
 
 def error_for_transport_failure(

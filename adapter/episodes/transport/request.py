@@ -120,20 +120,15 @@ def build_generate_call(
         )
     except PromptTooLongError as exc:
         raise overlong_prompt(str(exc)) from None
-    payload: dict[str, Any] = {
+    payload: dict[str, Any] = {  # an option left unset (None) is not sent
         "rid": rid,
         "input_ids": prompt,
         "sampling_params": sampling.params,
         "return_logprob": True,
+        "lora_path": settings.lora_path,
+        "extra_key": _extra_key(settings, body.get("cache_salt")),
+        "priority": _priority(settings, body.get("priority")),
     }
-    if settings.lora_path is not None:
-        payload["lora_path"] = settings.lora_path
-    extra_key = _extra_key(settings, body.get("cache_salt"))
-    if extra_key is not None:
-        payload["extra_key"] = extra_key
-    priority = _priority(settings, body.get("priority"))
-    if priority is not None:
-        payload["priority"] = priority
     unknown_body_keys = tuple(
         f"body.{key}" for key in body if key not in _KNOWN_BODY_KEYS and key not in _MULTIMODAL_KEYS
     )
@@ -141,7 +136,7 @@ def build_generate_call(
     if settings.routing.sends_routing_key and session_id:
         headers[settings.routing_header] = session_id  # the router's routing key
     return GenerateCall(
-        payload=payload,
+        payload={key: value for key, value in payload.items() if value is not None},
         headers=headers,
         dropped_keys=sampling.dropped + unknown_body_keys,
         overridden_keys=sampling.overridden,
