@@ -175,25 +175,10 @@ class MilesHooks:
         if self.dumper is not None:
             await _call(self.dumper, args)
 
-    async def recompute_logprobs(
-        self, args: Any, samples: list[Any], *, url: str, sampling_params: Mapping[str, Any]
-    ) -> None:
+    async def recompute_logprobs(self, args: Any, samples: list[Any], **keywords: Any) -> None:
+        """Miles' prefill recompute of ``samples``, where configured (``url``, ``sampling_params``)."""
         if self.prefill_recompute is not None and samples:
-            await _call(
-                self.prefill_recompute,
-                args,
-                samples,
-                url=url,
-                sampling_params=dict(sampling_params),
-            )
-
-    def process_all_samples(self, args: Any, groups: list[list[Any]], data_source: Any) -> None:
-        if self.all_samples_process is not None:
-            self.all_samples_process(args, groups, data_source)
-
-    def filter_samples(self, args: Any, groups: list[list[Any]]) -> None:
-        if self.sample_filter is not None:
-            self.sample_filter(args, groups)
+            await _call(self.prefill_recompute, args, samples, **keywords)
 
 
 def load_hooks(options: Any, *, use_miles: bool) -> MilesHooks:

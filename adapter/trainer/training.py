@@ -399,14 +399,16 @@ async def train_rollout(
     consumed = sorted((*settlement.accepted, *settlement.dropped))
     all_groups = [s for o in consumed if (s := dispatcher.judged[o].samples)]
 
-    setup.hooks.filter_samples(args, flat_groups)
-    setup.hooks.process_all_samples(args, all_groups, data_source)
+    if setup.hooks.sample_filter is not None:
+        setup.hooks.sample_filter(args, flat_groups)
+    if setup.hooks.all_samples_process is not None:
+        setup.hooks.all_samples_process(args, all_groups, data_source)
     if setup.hooks.prefill_recompute is not None:
         await setup.hooks.recompute_logprobs(
             args,
             [s for g in flat_groups for s in g],
             url=f"{engine_url_from_args(args)}/generate",
-            sampling_params=setup.prefill_sampling,
+            sampling_params=dict(setup.prefill_sampling),
         )
     groups = training_output([j.group or ConvertedGroup(()) for j in accepted])
 
