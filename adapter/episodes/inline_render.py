@@ -41,17 +41,14 @@ def _message_chars(message: Any) -> int:
     chars += _text_length(field_of(message, "reasoning_content"))
     for call in field_of(message, "tool_calls") or ():
         function = field_of(call, "function") or call
-        chars += len(str(field_of(function, "name") or "")) + len(
-            str(field_of(function, "arguments") or "")
-        )
+        chars += sum(len(str(field_of(function, key) or "")) for key in ("name", "arguments"))
     return chars
 
 
 def prompt_size(messages: Sequence[Any], tools: Sequence[Any] | None = None) -> PromptSize:
     """How much a prompt holds: wire dicts and Verifiers' typed messages alike."""
     chars = sum(_message_chars(message) for message in messages)
-    if tools:
-        chars += sum(len(str(tool)) for tool in tools)
+    chars += sum(len(str(tool)) for tool in tools or ())
     return PromptSize(messages=len(messages), chars=chars)
 
 

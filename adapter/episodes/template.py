@@ -39,12 +39,6 @@ PRELOADED = (
 MAX_MESSAGE = 1 << 20
 
 
-def preload() -> None:
-    for name in PRELOADED:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-
-
 def _run_entry(channel: socket.socket, fds: list[int], message: dict[str, Any]) -> None:
     """In the forked child: the descriptors become the standard streams, then the entry runs."""
     code = 1
@@ -92,11 +86,13 @@ def main() -> None:
     parser.add_argument("--tokenizer", help="a tokenizer source to load before forking")
     parser.add_argument("--copies", type=int, default=1)
     options = parser.parse_args()
-    preload()
+    for name in PRELOADED:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
     if options.tokenizer:
-        from miles_verifiers.episodes.preloaded import preload as preload_tokenizer
+        from miles_verifiers.episodes.preloaded import preload
 
-        preload_tokenizer(options.tokenizer, options.copies)
+        preload(options.tokenizer, options.copies)
     serve(socket.socket(fileno=0))
 
 

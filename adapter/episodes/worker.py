@@ -90,9 +90,7 @@ class WorkerHandler:
     the installed Verifiers'."""
 
     def __init__(self, generation: Generation | None = None) -> None:
-        if generation is None:
-            generation = generation_for(process_versions().get("verifiers"))
-        self._generation = generation
+        self._generation = generation or generation_for(process_versions().get("verifiers"))
         self._built: Any = None
         self._calls: dict[str, OpenCall] = {}
         self._router_drops_warned: set[str] = set()  # warned once per worker

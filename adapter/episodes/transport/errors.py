@@ -89,10 +89,6 @@ def overlong_prompt(message: str) -> Exception:
     return OverlongPromptError(message)
 
 
-# What SGLang's HTTP server answers for an exception its handler does not catch.
-_UNCAUGHT_ERROR_TEXT = "internal server error"
-
-
 def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()) -> Exception:
     """The exception for a non-2xx SGLang answer: an overlong prompt for a context-length 400,
     else the matching ``openai`` class. A bare 500 names ``sampling_keys``: older SGLang answers
@@ -100,7 +96,8 @@ def error_for_status(response: httpx.Response, sampling_keys: Sequence[str] = ()
     status = response.status_code
     reason = engine_error_message(response)
     message = f"SGLang answered HTTP {status}: {reason}"
-    if status == 500 and reason.strip().casefold() == _UNCAUGHT_ERROR_TEXT and sampling_keys:
+    # SGLang's HTTP server says just this for an exception its handler does not catch.
+    if status == 500 and reason.strip().casefold() == "internal server error" and sampling_keys:
         message += (
             f" (SGLang 0.5.16 and older answer this when a sampling param cannot be used; this "
             f"request set {', '.join(sorted(sampling_keys))})"

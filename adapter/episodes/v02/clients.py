@@ -66,6 +66,13 @@ class CallEndedError(ProviderError, RolloutCallError):
 
     trace_code = "call_ended"
 
+    def __init__(self) -> None:
+        message = (
+            "the rollout call this request belongs to has ended (it was cancelled or "
+            "finished); the request was not sent to SGLang."
+        )
+        ProviderError.__init__(self, message, status_code=_REFUSED)
+
 
 def renderer_identity(
     checkpoint: str | None, model_map: Mapping[str, str] | None = None
@@ -292,11 +299,7 @@ class MilesTrainClient(FixedRendererPool, TrainClient):
         headers: Mapping[str, str] | None = None,
     ) -> Any:
         if self._ended:
-            raise CallEndedError(
-                "the rollout call this request belongs to has ended (it was cancelled or "
-                "finished); the request was not sent to SGLang.",
-                status_code=_REFUSED,
-            )
+            raise CallEndedError()
         chosen = _REQUEST_RENDERER.set(self._inline_renderer_for(body, turn))
         try:
             return await super().get_response(

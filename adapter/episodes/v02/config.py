@@ -92,10 +92,6 @@ class EmptyTasksetError(ConfigError):
     """The taskset loaded zero tasks."""
 
 
-def _field_path(loc: Sequence[Any]) -> str:
-    return ".".join(str(part) for part in loc) or "(root)"
-
-
 def _shorten(message: str, limit: int = 160) -> str:
     first_line = message.strip().splitlines()[0] if message.strip() else message
     return first_line if len(first_line) <= limit else first_line[: limit - 3] + "..."
@@ -104,7 +100,10 @@ def _shorten(message: str, limit: int = 160) -> str:
 def schema_error(error: ValidationError, path: Path, table: str | None = None) -> ConfigSchemaError:
     """A short, field-by-field account of pydantic's verdict; ``table`` prefixes the fields."""
     prefix: tuple[Any, ...] = (table,) if table else ()
-    details = [(_field_path(prefix + tuple(e["loc"])), _shorten(e["msg"])) for e in error.errors()]
+    details = [
+        (".".join(str(part) for part in (*prefix, *e["loc"])) or "(root)", _shorten(e["msg"]))
+        for e in error.errors()
+    ]
     shown = details[:_MAX_SCHEMA_ERRORS]
     lines = "; ".join(f"{field}: {message}" for field, message in shown)
     more = len(details) - len(shown)
