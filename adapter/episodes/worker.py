@@ -86,8 +86,7 @@ def generation_for(verifiers_version: str | None) -> Generation:
 
 
 class WorkerHandler:
-    """Answers one worker's requests, keying every call by its id; ``generation`` defaults to
-    the installed Verifiers'."""
+    """Answers one worker's requests; ``generation`` defaults to the installed Verifiers'."""
 
     def __init__(self, generation: Generation | None = None) -> None:
         self._generation = generation or generation_for(process_versions().get("verifiers"))
@@ -97,8 +96,7 @@ class WorkerHandler:
 
     @classmethod
     def in_trainer_process(cls) -> WorkerHandler:
-        """The in-process backend's handler: 0.2.0 is the one generation the trainer's own
-        interpreter may run (its describe step refuses any other)."""
+        """The in-process backend's: 0.2.0 is the one generation the trainer's process runs."""
         from miles_verifiers.episodes.v02.episodes import Generation02
 
         return cls(Generation02(keeps_described=True))

@@ -28,10 +28,9 @@ def _count(value: object) -> int:
 
 
 class SessionLedger(OrderedDict[str, PrefixCacheUsage | None]):
-    """The last ``capacity`` sessions seen (least recently set evicted first), each with the
-    usage of its answered calls (None before the first answer). A session's first request gets
-    the first-prompt limit; an evicted one's next request counts as a first one again, so the
-    capacity should exceed the rollouts in flight at once."""
+    """The last ``capacity`` sessions seen, each with the usage of its answered calls (None
+    before the first answer). An evicted session's next request counts as its first again (the
+    first-prompt limit applies), so the capacity should exceed the rollouts in flight at once."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:

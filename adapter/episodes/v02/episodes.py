@@ -54,9 +54,8 @@ def assemble(setup: WorkerSetup, config: Any, loaded: Any) -> Built:
 
 @dataclass
 class Generation02:
-    """Verifiers 0.2.0 (see the module docstring). ``keeps_described``: the setup follows the
-    describe step in this process (the trainer's), so describing builds the shared renderer
-    pool, and what it loaded serves the setup."""
+    """Verifiers 0.2.0. ``keeps_described``: the setup follows the describe step in this process
+    (the trainer's), so describing builds the shared renderer pool and its loads serve the setup."""
 
     builder: Callable[[WorkerSetup], Any] = build
     keeps_described: bool = False
@@ -70,8 +69,7 @@ class Generation02:
         return assemble(setup, kept[1], kept[2])
 
     def describe(self, request: DescribeRequest) -> ReplyBody:
-        """Load and describe the config, the taskset and a renderer as the workers will (one
-        renderer for a one-shot describe step; the shared pool when it is kept)."""
+        """Load and describe the config, the taskset and a renderer as the workers will."""
         from miles_verifiers.versions import require_supported_versions
 
         # Checked before importing this side's Verifiers, which runs the episodes.
