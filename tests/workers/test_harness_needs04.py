@@ -42,6 +42,16 @@ def venv_without_uv(directory: Path) -> Path:
     return directory / "bin" / "python"
 
 
+def path_without_uv() -> str:
+    """This process's PATH less every directory holding a ``uv`` (the trainer env may have
+    one, and so may the machine): what the workers see is then their venv's ``bin`` only."""
+    return os.pathsep.join(
+        entry
+        for entry in os.environ.get("PATH", "").split(os.pathsep)
+        if not (Path(entry) / "uv").exists()
+    )
+
+
 def check(config: Path, **environ: str) -> subprocess.CompletedProcess[str]:
     command = Path(sys.executable).with_name("miles-verifiers")
     return subprocess.run(
@@ -58,7 +68,9 @@ def test_the_null_harness_on_a_worker_venv_without_uv_is_refused_naming_the_seat
 ) -> None:
     python = venv_without_uv(tmp_path / "episodes")
 
-    done = check(NULL_HARNESS, MILES_VERIFIERS_EPISODE_WORKER_PYTHON=str(python))
+    done = check(
+        NULL_HARNESS, MILES_VERIFIERS_EPISODE_WORKER_PYTHON=str(python), PATH=path_without_uv()
+    )
 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the 'agent' seat's harness 'null' ([agent.harness] id)" in done.stdout
