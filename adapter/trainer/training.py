@@ -332,6 +332,9 @@ class _Dispatcher:
             if not self.running:  # cannot happen: unsettled means something is pending
                 raise SchedulingError("the rollout is unsettled but no group is running")
             done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:  # read every error now: one raises below, none goes unretrieved
+                if not task.cancelled():
+                    task.exception()
             for task in sorted(done, key=self.running.__getitem__):
                 offset = self.running.pop(task)
                 verdict = task.result()  # raises the setup errors
