@@ -53,6 +53,9 @@ settings.register_profile(
 # behind the Rust router): each deployment clause is still decided, once, where the
 # other-deployment runs add what they are for (another trainer side, another generation).
 SMOKE_DEPLOYMENT = "sglang-router@0.5.16-fork"
+# ... and of that row's variants, the one that leaves the episodes where the env puts them: the
+# runs under smoke already run every episode in workers, so "+2 local workers" would repeat it.
+SMOKE_EPISODE_WORKERS = "in-process"
 
 
 def profile() -> str:

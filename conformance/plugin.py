@@ -24,7 +24,13 @@ from typing import Any
 import pytest
 
 from miles_verifiers_conformance import snapshots
-from miles_verifiers_conformance.budget import PROFILE_ENV, PROFILES, SMOKE_DEPLOYMENT, profile
+from miles_verifiers_conformance.budget import (
+    PROFILE_ENV,
+    PROFILES,
+    SMOKE_DEPLOYMENT,
+    SMOKE_EPISODE_WORKERS,
+    profile,
+)
 from miles_verifiers_conformance.clauses import CLAUSES, Tier
 from miles_verifiers_conformance.drift import DriftEntry, drift_lines
 from miles_verifiers_conformance.report import (
@@ -143,6 +149,16 @@ def _deployment(item: pytest.Item) -> str | None:
     return deployment if isinstance(deployment, str) else None
 
 
+def _in_smoke_matrix(item: pytest.Item) -> bool:
+    """Under smoke: a test outside the deployment matrix, or the matrix's one smoke row."""
+    callspec = getattr(item, "callspec", None)
+    workers = callspec.params.get("episode_workers") if callspec else None
+    return _deployment(item) in (None, SMOKE_DEPLOYMENT) and workers in (
+        None,
+        SMOKE_EPISODE_WORKERS,
+    )
+
+
 class ConformanceReporter:
     """Collects what each test decided about its clauses and writes the report at the end.
 
@@ -192,7 +208,7 @@ class ConformanceReporter:
             item
             for item in items
             if (not wanted or wanted & set(marked_clauses(item)))
-            and (profile() != "smoke" or _deployment(item) in (None, SMOKE_DEPLOYMENT))
+            and (profile() != "smoke" or _in_smoke_matrix(item))
         ]
         if len(keep) < len(items):
             kept = set(keep)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from miles_verifiers_conformance.budget import SMOKE_EPISODE_WORKERS
 from miles_verifiers_conformance.checks import (
     check_round_trip,
     check_sample,
@@ -31,7 +32,7 @@ from miles_verifiers_conformance.verdicts import ClauseBook
 from miles_verifiers_conformance.world import MilesWorld, identify, task_prompts, write_config
 from miles_verifiers_testkit.engine import FaultPlan
 
-IN_PROCESS = "in-process"
+IN_PROCESS = SMOKE_EPISODE_WORKERS  # the env decides: in the trainer unless it sets workers
 TWO_LOCAL_WORKERS = "2-local-workers"
 # Each deployment with episodes in the trainer process, plus the default one on two workers.
 ROWS = [pytest.param(d, IN_PROCESS, id=d) for d in DEPLOYMENTS] + [

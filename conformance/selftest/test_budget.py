@@ -76,3 +76,26 @@ def test_the_smoke_profile_runs_the_deployment_matrix_on_the_production_referenc
     assert trp1 is not None, run.output[-3000:]
     assert [t["deployment"] for t in trp1["tests"]] == [SMOKE_DEPLOYMENT]
     assert "1 deselected" in run.output
+
+
+@pytest.mark.clause("SUITE-4")
+def test_the_smoke_profile_leaves_out_the_reference_rows_that_move_the_episodes(
+    tmp_path: Path,
+) -> None:
+    moved = DEPLOYMENT_TEST.replace(
+        "def test_x(deployment_world)",
+        "@pytest.mark.parametrize('episode_workers', ['in-process', '2-local-workers'])\n"
+        "def test_x(deployment_world, episode_workers)",
+    )
+    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic="import pytest" + moved)
+
+    run = run_pytest(
+        ["test_synthetic.py", "--conformance-profile", "smoke"],
+        cwd=tmp_path,
+        report_base=tmp_path / "out" / "conformance",
+    )
+
+    (trp1,) = [c for c in run.report["clauses"] if c["id"] == "TRP-1"] if run.report else [None]
+    assert trp1 is not None, run.output[-3000:]
+    assert [t["deployment"] for t in trp1["tests"]] == [SMOKE_DEPLOYMENT]
+    assert "3 deselected" in run.output
