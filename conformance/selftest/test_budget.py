@@ -60,22 +60,28 @@ def test_each_budget_profile_is_a_registered_hypothesis_profile(
     assert settings.phases == registered.phases
 
 
-@pytest.mark.clause("SUITE-4")
-def test_the_smoke_profile_runs_the_deployment_matrix_on_the_production_reference_only(
-    tmp_path: Path,
-) -> None:
-    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic="import pytest" + DEPLOYMENT_TEST)
-
+def smoke_run_deployments(tmp_path: Path, test_source: str) -> tuple[list[str], str]:
+    """Run ``test_source`` under the smoke profile: the deployments TRP-1 was decided under,
+    and pytest's output."""
+    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic="import pytest" + test_source)
     run = run_pytest(
         ["test_synthetic.py", "--conformance-profile", "smoke"],
         cwd=tmp_path,
         report_base=tmp_path / "out" / "conformance",
     )
-
     (trp1,) = [c for c in run.report["clauses"] if c["id"] == "TRP-1"] if run.report else [None]
     assert trp1 is not None, run.output[-3000:]
-    assert [t["deployment"] for t in trp1["tests"]] == [SMOKE_DEPLOYMENT]
-    assert "1 deselected" in run.output
+    return [t["deployment"] for t in trp1["tests"]], run.output
+
+
+@pytest.mark.clause("SUITE-4")
+def test_the_smoke_profile_runs_the_deployment_matrix_on_the_production_reference_only(
+    tmp_path: Path,
+) -> None:
+    deployments, output = smoke_run_deployments(tmp_path, DEPLOYMENT_TEST)
+
+    assert deployments == [SMOKE_DEPLOYMENT]
+    assert "1 deselected" in output
 
 
 @pytest.mark.clause("SUITE-4")
@@ -87,15 +93,8 @@ def test_the_smoke_profile_leaves_out_the_reference_rows_that_move_the_episodes(
         "@pytest.mark.parametrize('episode_workers', ['in-process', '2-local-workers'])\n"
         "def test_x(deployment_world, episode_workers)",
     )
-    plugin_site(tmp_path, DEPLOYMENT_CONFTEST, test_synthetic="import pytest" + moved)
 
-    run = run_pytest(
-        ["test_synthetic.py", "--conformance-profile", "smoke"],
-        cwd=tmp_path,
-        report_base=tmp_path / "out" / "conformance",
-    )
+    deployments, output = smoke_run_deployments(tmp_path, moved)
 
-    (trp1,) = [c for c in run.report["clauses"] if c["id"] == "TRP-1"] if run.report else [None]
-    assert trp1 is not None, run.output[-3000:]
-    assert [t["deployment"] for t in trp1["tests"]] == [SMOKE_DEPLOYMENT]
-    assert "3 deselected" in run.output
+    assert deployments == [SMOKE_DEPLOYMENT]
+    assert "3 deselected" in output
