@@ -97,9 +97,14 @@ class RewardModel:
         samples = list(samples)
         if self.per_group is not None and not evaluation:
             rewards = await _call(self.per_group, args, samples)
-        else:  # a --group-rm run never evaluates: the options refuse it with --eval-interval
-            assert self.per_sample is not None
+        elif self.per_sample is not None:
             rewards = await asyncio.gather(*(_call(self.per_sample, args, s) for s in samples))
+        else:  # the options refuse --group-rm with --eval-interval; an eval call may still come
+            raise RewardModelError(
+                "--group-rm scores whole training groups only, and there is no per-sample reward "
+                "model for evaluation. Fix: drop --group-rm for runs that evaluate, or set a "
+                "per-sample --custom-rm-path/--rm-type."
+            )
         rewards = list(rewards) if rewards is not None else []
         if len(rewards) != len(samples):
             raise RewardModelError(
